@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package ZeroVec's build, tests and demo need. Idempotent:
+# packages already present are skipped, so a second run costs a dpkg query.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-rules-java
+  g++ clang libclang-rt-14-dev clang-format
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
+  libfaiss-dev librocksdb-dev libboost-dev libgtest-dev libgmock-dev libopenblas-dev liblapack-dev
+  nlohmann-json3-dev
+  python3 python3-grpcio python3-grpc-tools python3-numpy
+  wordnet-base
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: all packages present"
+fi
