@@ -1,50 +1,68 @@
 #!/usr/bin/env bash
-# Runs every ZeroVec test: installs what is missing, then `bazel test //...` (the
-# CPU build; CUDA tests live behind --config=cuda and run on a GPU machine, see
-# README). Ends with one line "N passed, N failed" counted from the test results.
+# Runs every ZeroVec test and ends with one line "N passed, N failed":
+#   1. installs what is missing (tools/setup.sh);
+#   2. every unit and integration test under AddressSanitizer + UBSan (--config=asan);
+#   3. the tests tagged "tsan" (segment and collection concurrency) under ThreadSanitizer;
+#   4. each libFuzzer target for FUZZ_SECONDS (default 60) over its seed corpus.
+# CUDA tests are behind --config=cuda and run on a GPU machine (README, "GPU").
+# Counts are test cases from each target's JUnit XML; a target that died before
+# writing its XML counts as one failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 
-BAZEL_FLAGS=(--jobs=2 --local_ram_resources=HOST_RAM*.5 --local_cpu_resources=2)
-status=0
-bazel test "${BAZEL_FLAGS[@]}" //... || status=$?
+BAZEL_FLAGS=(--keep_going --jobs=2 --local_ram_resources=HOST_RAM*.5 --local_cpu_resources=2)
+RESULTS=$(mktemp)
+trap 'rm -f "$RESULTS" "$RESULTS".labels' EXIT
 
-# Count test cases from the JUnit XML every test target leaves; a target that died
-# before writing its XML counts as one failure.
-bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null >/tmp/zerovec_tests.$$
-/usr/bin/python3 - "$status" /tmp/zerovec_tests.$$ <<'PY'
+# run_suite CONFIG QUERY: bazel test under CONFIG, then tallies into $RESULTS.
+run_suite() {
+  local config=$1 query=$2 status=0
+  bazel query "$query" 2>/dev/null >"$RESULTS.labels"
+  if [[ ! -s "$RESULTS.labels" ]]; then return; fi
+  echo "=== bazel test --config=$config ($(wc -l <"$RESULTS.labels") targets)"
+  bazel test "${BAZEL_FLAGS[@]}" --config="$config" $(cat "$RESULTS.labels") || status=$?
+  local testlogs
+  testlogs=$(bazel info "${BAZEL_FLAGS[@]}" --config="$config" bazel-testlogs 2>/dev/null)
+  /usr/bin/python3 - "$status" "$RESULTS.labels" "$testlogs" "$config" >>"$RESULTS" <<'PY'
 import os, sys, xml.etree.ElementTree as ET
+status, labels, testlogs, config = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 passed = failed = skipped = 0
-for label in open(sys.argv[2]).read().split():
+for label in open(labels).read().split():
     package, name = label.lstrip("/").split(":")
-    xml_path = os.path.join("bazel-testlogs", package, name, "test.xml")
     try:
-        root = ET.parse(xml_path).getroot()
+        root = ET.parse(os.path.join(testlogs, package, name, "test.xml")).getroot()
     except Exception:
         failed += 1
+        print(f"# {config} {label}: no result (build failure or crash)", file=sys.stderr)
         continue
-    cases = root.iter("testcase")
-    any_case = False
+    cases = list(root.iter("testcase"))
     for case in cases:
-        any_case = True
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
         elif case.get("result") == "skipped" or case.find("skipped") is not None:
             skipped += 1
         else:
             passed += 1
-    if not any_case:  # a non-gtest test (sh_test): Bazel's XML holds its verdict
+    if not cases:  # a non-gtest test (sh_test): Bazel's XML holds its verdict
         bad = root.find(".//failure") is not None or root.find(".//error") is not None
         failed += bad
         passed += not bad
-if int(sys.argv[1]) != 0 and failed == 0:
-    failed = 1  # bazel failed (e.g. a build error) though no test case reported one
-print(f"({skipped} skipped)")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+if status != 0 and failed == 0:
+    failed = 1  # bazel failed although no test case said so
+print(passed, failed, skipped)
 PY
-rc=$?
-rm -f /tmp/zerovec_tests.$$
-exit $rc
+}
+
+run_suite asan 'tests(//...) except attr(tags, manual, //...)'
+run_suite tsan 'attr(tags, tsan, tests(//...)) except attr(tags, manual, //...)'
+
+echo "=== fuzzing (${FUZZ_SECONDS:-60} s a target)"
+fuzz_log=$(mktemp)
+bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log"
+echo "$(grep -c ' PASS' "$fuzz_log") $(grep -c ' FAIL' "$fuzz_log") 0" >>"$RESULTS"
+rm -f "$fuzz_log"
+
+awk '{p += $1; f += $2; s += $3} END {
+  printf "(%d skipped)\n%d passed, %d failed\n", s, p, f; exit (f > 0) }' "$RESULTS"
