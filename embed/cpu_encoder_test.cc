@@ -1,0 +1,235 @@
+// CPU encoder against a naive double-precision BERT written independently here,
+// and the Embedder (CPU) end to end.
+#include "embed/cpu_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "embed/embedder.h"
+#include "embed/testing/test_checkpoint.h"
+
+namespace zv::embed {
+namespace {
+
+namespace fs = std::filesystem;
+using Mat = std::vector<std::vector<double>>;
+
+double Cosine(const float* a, const float* b, int n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int i = 0; i < n; ++i) {
+    ab += double{a[i]} * b[i];
+    aa += double{a[i]} * a[i];
+    bb += double{b[i]} * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+Mat Linear(const Mat& x, const std::vector<float>& w, const float* b, int n) {
+  Mat y(x.size(), std::vector<double>(n));
+  const size_t k = x[0].size();
+  for (size_t r = 0; r < x.size(); ++r)
+    for (int o = 0; o < n; ++o) {
+      double s = b[o];
+      for (size_t i = 0; i < k; ++i) s += x[r][i] * w[o * k + i];
+      y[r][o] = s;
+    }
+  return y;
+}
+
+void LayerNorm(Mat& x, const std::vector<float>& g, const std::vector<float>& b,
+               double eps) {
+  for (auto& row : x) {
+    double m = 0, v = 0;
+    for (double e : row) m += e;
+    m /= row.size();
+    for (double e : row) v += (e - m) * (e - m);
+    v /= row.size();
+    for (size_t i = 0; i < row.size(); ++i)
+      row[i] = (row[i] - m) / std::sqrt(v + eps) * g[i] + b[i];
+  }
+}
+
+std::vector<float> NaiveBert(const Checkpoint& ck,
+                             const std::vector<int32_t>& ids) {
+  const BertConfig& c = ck.config;
+  const int h = c.hidden_size, len = static_cast<int>(ids.size()),
+            d = c.head_dim();
+  Mat x(len, std::vector<double>(h));
+  for (int t = 0; t < len; ++t)
+    for (int i = 0; i < h; ++i)
+      x[t][i] = ck.word_embeddings[ids[t] * h + i] +
+                ck.position_embeddings[t * h + i] + ck.token_type0[i];
+  LayerNorm(x, ck.emb_ln_g, ck.emb_ln_b, c.layer_norm_eps);
+  for (const LayerWeights& l : ck.layers) {
+    std::vector<float> wq(l.qkv_w.begin(), l.qkv_w.begin() + h * h);
+    std::vector<float> wk(l.qkv_w.begin() + h * h, l.qkv_w.begin() + 2 * h * h);
+    std::vector<float> wv(l.qkv_w.begin() + 2 * h * h, l.qkv_w.end());
+    Mat q = Linear(x, wq, l.qkv_b.data(), h),
+        k = Linear(x, wk, l.qkv_b.data() + h, h),
+        v = Linear(x, wv, l.qkv_b.data() + 2 * h, h);
+    Mat ctx(len, std::vector<double>(h, 0));
+    for (int head = 0; head < c.num_heads; ++head)
+      for (int i = 0; i < len; ++i) {
+        std::vector<double> p(len);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < len; ++j) {
+          double s = 0;
+          for (int e = 0; e < d; ++e)
+            s += q[i][head * d + e] * k[j][head * d + e];
+          p[j] = s / std::sqrt(double(d));
+          mx = std::max(mx, p[j]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (int j = 0; j < len; ++j)
+          for (int e = 0; e < d; ++e)
+            ctx[i][head * d + e] += p[j] / sum * v[j][head * d + e];
+      }
+    Mat a = Linear(ctx, l.attn_out_w, l.attn_out_b.data(), h);
+    for (int t = 0; t < len; ++t)
+      for (int i = 0; i < h; ++i) x[t][i] += a[t][i];
+    LayerNorm(x, l.ln1_g, l.ln1_b, c.layer_norm_eps);
+    Mat f = Linear(x, l.ffn_in_w, l.ffn_in_b.data(), c.intermediate_size);
+    for (auto& row : f)
+      for (auto& e : row) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+    Mat o = Linear(f, l.ffn_out_w, l.ffn_out_b.data(), h);
+    for (int t = 0; t < len; ++t)
+      for (int i = 0; i < h; ++i) x[t][i] += o[t][i];
+    LayerNorm(x, l.ln2_g, l.ln2_b, c.layer_norm_eps);
+  }
+  std::vector<float> out(h);
+  for (int i = 0; i < h; ++i) {
+    double s = 0;
+    if (ck.pooling == Pooling::kCls) {
+      s = x[0][i];
+    } else {
+      for (int t = 0; t < len; ++t) s += x[t][i];
+      s /= len;
+    }
+    out[i] = static_cast<float>(s);
+  }
+  return out;
+}
+
+std::shared_ptr<const Checkpoint> Load(const testing::TinyBertOptions& o) {
+  fs::path dir = testing::MakeTempDir("cpu");
+  EXPECT_TRUE(testing::WriteTinyBert(dir, o).ok());
+  auto ck = LoadCheckpoint(dir);
+  EXPECT_TRUE(ck.ok()) << ck.status();
+  return *ck;
+}
+
+TEST(CpuEncoderTest, MatchesNaiveReferenceInOnePackedBatch) {
+  for (bool cls : {false, true}) {
+    testing::TinyBertOptions o;
+    o.cls_pooling = cls;
+    auto ck = Load(o);
+    auto tok = Tokenizer::Create(ck->vocab, ck->tokenizer_options);
+    ASSERT_TRUE(tok.ok());
+    const std::vector<std::string> texts = {
+        "the quick brown fox jumps over the lazy dog", "hello", "",
+        "vector search of embedded data, and this is it!", "中国 日本"};
+    TokenBatch batch;
+    std::vector<std::vector<int32_t>> ids;
+    for (const auto& t : texts) {
+      ids.push_back(tok->Encode(t));
+      batch.Add(ids.back());
+    }
+    std::vector<std::vector<float>> out(texts.size(), std::vector<float>(32));
+    std::vector<float*> rows;
+    for (auto& r : out) rows.push_back(r.data());
+    CpuEncoder enc(ck);
+    ASSERT_TRUE(enc.Encode(batch, rows).ok());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<float> want = NaiveBert(*ck, ids[i]);
+      EXPECT_GT(Cosine(out[i].data(), want.data(), 32), 0.99999) << texts[i];
+      double norm = 0;
+      for (float v : out[i]) norm += v * v;
+      EXPECT_NEAR(norm, 1.0, 1e-5);  // Normalize module present
+    }
+  }
+}
+
+TEST(CpuEncoderTest, RejectsOutOfVocabularyIds) {
+  auto ck = Load({});
+  CpuEncoder enc(ck);
+  TokenBatch batch;
+  std::vector<int32_t> ids = {2, 100000, 3};
+  batch.Add(ids);
+  std::vector<float> out(32);
+  float* row = out.data();
+  EXPECT_FALSE(enc.Encode(batch, std::span<float* const>(&row, 1)).ok());
+}
+
+fs::path TinyModelDir() {
+  static fs::path dir = [] {
+    fs::path d = testing::MakeTempDir("embedder");
+    EXPECT_TRUE(testing::WriteTinyBert(d, {}).ok());
+    return d;
+  }();
+  return dir;
+}
+
+TEST(EmbedderTest, CpuEmbedIntoAndSubmitAgree) {
+  EmbedderOptions opt;
+  opt.model_dir = TinyModelDir();
+  opt.device = DevicePreference::kCpu;
+  opt.max_batch_tokens = 16;  // forces several length buckets
+  auto emb = Embedder::Create(opt);
+  ASSERT_TRUE(emb.ok()) << emb.status();
+  EXPECT_EQ((*emb)->info().dim, 32);
+  EXPECT_NE((*emb)->device_description().find("cpu"), std::string::npos);
+
+  std::vector<std::string> texts;
+  for (int i = 0; i < 100; ++i) {
+    texts.push_back(std::string("the dog ") + std::string(i % 7, 'a') + " is " +
+                    std::to_string(i));
+  }
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::vector<float> a(texts.size() * 32), b(texts.size() * 32);
+  std::vector<float*> ra, rb;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ra.push_back(&a[i * 32]);
+    rb.push_back(&b[i * 32]);
+  }
+  ASSERT_TRUE((*emb)->EmbedInto(views, ra).ok());
+  // A large job and a small one in flight at once, on separate lanes.
+  std::vector<float> q(32);
+  auto big = (*emb)->Submit(texts, rb);
+  auto small = (*emb)->Submit({texts[3]}, {q.data()});
+  ASSERT_TRUE(small.get().ok());
+  ASSERT_TRUE(big.get().ok());
+  EXPECT_EQ(a, b);
+  EXPECT_GT(Cosine(q.data(), &a[3 * 32], 32), 0.999999);
+  // Bucketing is invisible: one text alone gives the same row as in a batch.
+  std::string_view one = texts[50];
+  std::vector<float> alone(32);
+  float* row = alone.data();
+  ASSERT_TRUE((*emb)->EmbedInto({&one, 1}, {&row, 1}).ok());
+  EXPECT_GT(Cosine(alone.data(), &a[50 * 32], 32), 0.999999);
+}
+
+TEST(EmbedderTest, ArgumentErrors) {
+  EmbedderOptions opt;
+  opt.model_dir = TinyModelDir();
+  opt.device = DevicePreference::kCpu;
+  auto emb = Embedder::Create(opt);
+  ASSERT_TRUE(emb.ok());
+  std::string_view t = "x";
+  EXPECT_EQ((*emb)->EmbedInto({&t, 1}, {}).code(),
+            StatusCode::kInvalidArgument);
+  float* null_row = nullptr;
+  EXPECT_EQ((*emb)->EmbedInto({&t, 1}, {&null_row, 1}).code(),
+            StatusCode::kInvalidArgument);
+  opt.model_dir = "/nonexistent";
+  EXPECT_FALSE(Embedder::Create(opt).ok());
+#ifndef ZEROVEC_WITH_CUDA
+  opt.model_dir = TinyModelDir();
+  opt.device = DevicePreference::kCuda;
+  EXPECT_EQ(Embedder::Create(opt).status().code(),
+            StatusCode::kFailedPrecondition);
+#endif
+}
+
+}  // namespace
+}  // namespace zv::embed

@@ -1,0 +1,248 @@
+// CUDA encoder: agreement with the CPU encoder and the PyTorch reference, the
+// segment sink mode, and concurrent submission. Skips where no GPU exists.
+// Built only with
+// --config=cuda (Bazel) or embed/build_cuda.sh.
+#include "embed/cuda_encoder.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "embed/embedder.h"
+#include "embed/segment_sink.h"
+#include "embed/testing/test_checkpoint.h"
+
+namespace zv::embed {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CudaEncoderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CudaModel::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  }
+
+  static std::unique_ptr<Embedder> Make(const fs::path& dir,
+                                        DevicePreference d) {
+    EmbedderOptions opt;
+    opt.model_dir = dir;
+    opt.device = d;
+    auto emb = Embedder::Create(opt);
+    EXPECT_TRUE(emb.ok()) << emb.status();
+    return emb.ok() ? std::move(emb).value() : nullptr;
+  }
+
+  void CompareOnReference(const fs::path& model_dir,
+                          const fs::path& reference) {
+    auto refs = testing::ReadReference(reference);
+    ASSERT_TRUE(refs.ok()) << refs.status();
+    auto gpu = Make(model_dir, DevicePreference::kCuda);
+    auto cpu = Make(model_dir, DevicePreference::kCpu);
+    ASSERT_TRUE(gpu && cpu);
+    std::printf("device: %s\n", gpu->device_description().c_str());
+    const int dim = gpu->info().dim;
+    const size_t n = refs->size();
+    std::vector<std::string_view> texts;
+    for (const auto& r : *refs) texts.push_back(r.text);
+    std::vector<float> g(n * dim), c(n * dim);
+    std::vector<float*> gr, cr;
+    for (size_t i = 0; i < n; ++i) {
+      gr.push_back(&g[i * dim]);
+      cr.push_back(&c[i * dim]);
+    }
+    ASSERT_TRUE(gpu->EmbedInto(texts, gr).ok());
+    ASSERT_TRUE(cpu->EmbedInto(texts, cr).ok());
+    double min_gc = 1, min_gr = 1, min_cr = 1;
+    for (size_t i = 0; i < n; ++i) {
+      const double gc = testing::Cosine(gr[i], cr[i], dim);
+      const double gref = testing::Cosine(gr[i], (*refs)[i].vector.data(), dim);
+      const double cref = testing::Cosine(cr[i], (*refs)[i].vector.data(), dim);
+      min_gc = std::min(min_gc, gc);
+      min_gr = std::min(min_gr, gref);
+      min_cr = std::min(min_cr, cref);
+      EXPECT_GE(gc, 0.999) << i << ": " << texts[i];
+      EXPECT_GE(gref, 0.999) << i << ": " << texts[i];
+      EXPECT_GE(cref, 0.999) << i << ": " << texts[i];
+    }
+    std::printf(
+        "%s: %zu sentences, min cosine cuda-cpu %.6f, cuda-ref %.6f, cpu-ref "
+        "%.6f\n",
+        reference.filename().c_str(), n, min_gc, min_gr, min_cr);
+  }
+};
+
+TEST_F(CudaEncoderTest, ZerovecMiniAgreesWithCpuAndReference) {
+  CompareOnReference("models/zerovec-mini",
+                     "tests/data/reference/zerovec-mini.jsonl");
+}
+
+TEST_F(CudaEncoderTest, MiniLmRandomAgreesWithCpuAndReference) {
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  CompareOnReference(*dir, "tests/data/reference/minilm_random.jsonl");
+}
+
+TEST_F(CudaEncoderTest, TinyModelsAgreeWithCpu) {
+  // Covers CLS pooling, head_dim 32/64 and BF16 storage without external data.
+  struct Case {
+    int hidden, heads;
+    bool cls;
+    const char* dtype;
+  };
+  for (const Case& k : {Case{64, 2, false, "F32"}, Case{128, 2, true, "BF16"},
+                        Case{64, 1, false, "F16"}}) {
+    testing::TinyBertOptions o;
+    o.hidden = k.hidden;
+    o.heads = k.heads;
+    o.cls_pooling = k.cls;
+    o.dtype = k.dtype;
+    o.intermediate = 2 * k.hidden;
+    o.max_position = 160;
+    const fs::path dir = testing::MakeTempDir("cuda_tiny");
+    ASSERT_TRUE(testing::WriteTinyBert(dir, o).ok());
+    auto gpu = Make(dir, DevicePreference::kCuda);
+    auto cpu = Make(dir, DevicePreference::kCpu);
+    ASSERT_TRUE(gpu && cpu);
+    std::vector<std::string> texts;
+    for (int i = 0; i < 40; ++i) {
+      std::string t;
+      for (int w = 0; w < i * 3 + 1; ++w)
+        t += (w % 3 ? "dog jumps " : "the fox ");
+      texts.push_back(t);
+    }
+    std::vector<std::string_view> views(texts.begin(), texts.end());
+    std::vector<float> g(texts.size() * k.hidden), c(texts.size() * k.hidden);
+    std::vector<float*> gr, cr;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      gr.push_back(&g[i * k.hidden]);
+      cr.push_back(&c[i * k.hidden]);
+    }
+    ASSERT_TRUE(gpu->EmbedInto(views, gr).ok());
+    ASSERT_TRUE(cpu->EmbedInto(views, cr).ok());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_GE(testing::Cosine(gr[i], cr[i], k.hidden), 0.999)
+          << "hidden " << k.hidden << " text " << i;
+    }
+  }
+}
+
+// Embeds into a segment in `parent` and returns the sink mode the device
+// reports.
+std::string SinkRoundTrip(Embedder& emb, const fs::path& parent) {
+  const int dim = emb.info().dim;
+  shm::SegmentOptions so;
+  so.dim = dim;
+  so.rows_per_extent = 64;
+  const fs::path seg = parent / "seg";
+  fs::remove_all(seg);
+  auto writer = shm::Writer::Create(seg, so);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  if (!writer.ok()) return "";
+  std::vector<std::string> texts;
+  for (int i = 0; i < 100; ++i)
+    texts.push_back("the lazy dog number " + std::to_string(i));
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::string mode;
+  {
+    SegmentSink sink(emb, **writer);
+    EXPECT_TRUE((*writer)->Reserve(100).ok());
+    EXPECT_TRUE(sink.Embed(views, 0).ok());
+    EXPECT_TRUE((*writer)->Commit(100).ok());
+    mode = emb.device_description();
+  }
+  std::vector<float> plain(100 * dim);
+  std::vector<float*> rows;
+  for (int i = 0; i < 100; ++i) rows.push_back(&plain[i * dim]);
+  EXPECT_TRUE(emb.EmbedInto(views, rows).ok());
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_GE(testing::Cosine((*writer)->Row(i), rows[i], dim), 0.99999) << i;
+  }
+  return mode;
+}
+
+TEST_F(CudaEncoderTest, SinkModeIsReported) {
+  const fs::path dir = testing::MakeTempDir("cuda_sink_model");
+  testing::TinyBertOptions o;
+  o.hidden = 64;
+  o.heads = 2;
+  ASSERT_TRUE(testing::WriteTinyBert(dir, o).ok());
+  auto emb = Make(dir, DevicePreference::kCuda);
+  ASSERT_TRUE(emb);
+  // tmpfs (/dev/shm) pages can be pinned; a disk file mapping may refuse.
+  std::error_code ec;
+  if (fs::is_directory("/dev/shm", ec)) {
+    const fs::path shm_dir =
+        fs::path("/dev/shm") / ("zv_sink_" + std::to_string(getpid()));
+    fs::create_directories(shm_dir);
+    const std::string mode = SinkRoundTrip(*emb, shm_dir);
+    std::printf("segment on /dev/shm: %s\n", mode.c_str());
+    // tmpfs pages can always be pinned: the kernel must store rows in place
+    // there.
+    EXPECT_NE(mode.find("sink=host-registered"), std::string::npos);
+    fs::remove_all(shm_dir);
+  }
+  const std::string disk =
+      SinkRoundTrip(*emb, testing::MakeTempDir("cuda_sink_disk"));
+  std::printf("segment on disk tmp: %s\n", disk.c_str());
+  EXPECT_NE(disk.find("sink="), std::string::npos);
+}
+
+TEST_F(CudaEncoderTest, AutoFallsBackToCpuForUnsupportedShapes) {
+  const fs::path dir = testing::MakeTempDir("cuda_hd8");
+  ASSERT_TRUE(testing::WriteTinyBert(dir, {}).ok());  // head_dim 8
+  EmbedderOptions opt;
+  opt.model_dir = dir;
+  auto emb = Embedder::Create(opt);
+  ASSERT_TRUE(emb.ok()) << emb.status();
+  EXPECT_NE((*emb)->device_description().find("cpu"), std::string::npos);
+  opt.device = DevicePreference::kCuda;
+  EXPECT_EQ(Embedder::Create(opt).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST_F(CudaEncoderTest, QueryIsNotStuckBehindIngest) {
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto emb = Make(*dir, DevicePreference::kCuda);
+  ASSERT_TRUE(emb);
+  const int dim = emb->info().dim;
+  std::vector<std::string> bulk;
+  for (int i = 0; i < 8192; ++i) {
+    std::string t = "ingest document " + std::to_string(i) + ":";
+    for (int w = 0; w < 40; ++w)
+      t += " word" + std::to_string((i * 7 + w) % 97);
+    bulk.push_back(t);
+  }
+  std::vector<float> bulk_out(bulk.size() * dim), q(dim), q_ref(dim);
+  std::vector<float*> rows;
+  for (size_t i = 0; i < bulk.size(); ++i) rows.push_back(&bulk_out[i * dim]);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto big = emb->Submit(bulk, rows);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto tq = Clock::now();
+  auto query = emb->Submit({"where is the lazy dog?"}, {q.data()});
+  ASSERT_TRUE(query.get().ok());
+  const auto tq_done = Clock::now();
+  const bool big_done_first =
+      big.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  ASSERT_TRUE(big.get().ok());
+  const auto t_big = Clock::now();
+  auto ms = [](auto d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  std::printf(
+      "ingest of %zu texts: %.1f ms; query submitted during it: %.2f ms%s\n",
+      bulk.size(), ms(t_big - t0), ms(tq_done - tq),
+      big_done_first ? " (ingest finished first)" : "");
+  EXPECT_FALSE(big_done_first);
+  std::string_view qv = "where is the lazy dog?";
+  float* qr = q_ref.data();
+  ASSERT_TRUE(emb->EmbedInto({&qv, 1}, {&qr, 1}).ok());
+  EXPECT_GE(testing::Cosine(q.data(), q_ref.data(), dim), 0.9999);
+}
+
+}  // namespace
+}  // namespace zv::embed

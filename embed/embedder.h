@@ -1,0 +1,83 @@
+// Text -> vectors. The one public header of embed/.
+//
+// An Embedder loads a BERT-family checkpoint folder (config.json, vocab.txt,
+// model.safetensors, optional sentence-transformers modules.json/1_Pooling) and
+// runs it on CUDA when built with --config=cuda and a GPU is present, else on
+// the CPU. Output rows are written where the caller points: normally rows of a
+// shm segment.
+#ifndef ZEROVEC_EMBED_EMBEDDER_H_
+#define ZEROVEC_EMBED_EMBEDDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace zv::embed {
+
+enum class DevicePreference { kAuto, kCpu, kCuda };
+enum class Pooling { kMean, kCls };
+
+struct EmbedderOptions {
+  std::filesystem::path model_dir;
+  DevicePreference device = DevicePreference::kAuto;
+  // Upper bound on tokens in one length-bucketed batch (bounds activation
+  // memory).
+  int max_batch_tokens = 16384;
+};
+
+struct ModelInfo {
+  std::string name;    // folder name
+  int dim = 0;         // output vector size (hidden size)
+  int max_length = 0;  // tokens incl. [CLS]/[SEP]; longer inputs are truncated
+  int vocab_size = 0;
+  int num_layers = 0;
+  Pooling pooling = Pooling::kMean;
+  bool normalize = true;
+};
+
+class Embedder {
+ public:
+  virtual ~Embedder() = default;
+
+  static StatusOr<std::unique_ptr<Embedder>> Create(
+      const EmbedderOptions& options);
+
+  virtual const ModelInfo& info() const = 0;
+  // "cpu (openblas)" or "cuda:0 NVIDIA H200, sink=host-registered" etc.
+  virtual std::string device_description() const = 0;
+
+  // Embeds texts[i] into out_rows[i] (each >= info().dim floats). Blocks until
+  // done.
+  virtual Status EmbedInto(std::span<const std::string_view> texts,
+                           std::span<float* const> out_rows) = 0;
+
+  // Asynchronous form: the returned future resolves when all rows are written.
+  // Texts and row pointers must stay valid until then. Query and ingest work
+  // submitted from different threads do not wait on each other (separate
+  // streams/workers).
+  virtual std::future<Status> Submit(std::vector<std::string> texts,
+                                     std::vector<float*> out_rows) = 0;
+
+  // Declares host memory that output rows will point into (e.g. a segment's
+  // extent mappings) so a GPU encoder can store rows there directly instead of
+  // staging them. A no-op on the CPU; idempotent per range. The range must stay
+  // mapped until UnregisterOutputMemory(data) (or the Embedder's destruction)
+  // and no embedding into it may be in flight then. segment_sink.h wraps this
+  // for shm segments.
+  virtual Status RegisterOutputMemory(void* data, size_t bytes) {
+    return OkStatus();
+  }
+  virtual void UnregisterOutputMemory(void* data) {}
+};
+
+}  // namespace zv::embed
+
+#endif  // ZEROVEC_EMBED_EMBEDDER_H_

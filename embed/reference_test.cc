@@ -1,0 +1,55 @@
+// CPU encoder against vectors computed with PyTorch/transformers from the same
+// checkpoints (tests/data/reference/*.jsonl). Fails when the data is missing.
+#include <gtest/gtest.h>
+
+#include "embed/embedder.h"
+#include "embed/testing/test_checkpoint.h"
+
+namespace zv::embed {
+namespace {
+
+namespace fs = std::filesystem;
+
+void ExpectMatchesReference(const fs::path& model_dir,
+                            const fs::path& reference) {
+  auto refs = testing::ReadReference(reference);
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  ASSERT_FALSE(refs->empty());
+  EmbedderOptions opt;
+  opt.model_dir = model_dir;
+  opt.device = DevicePreference::kCpu;
+  auto emb = Embedder::Create(opt);
+  ASSERT_TRUE(emb.ok()) << emb.status();
+  const int dim = (*emb)->info().dim;
+  std::vector<std::string_view> texts;
+  std::vector<float> out(refs->size() * dim);
+  std::vector<float*> rows;
+  for (size_t i = 0; i < refs->size(); ++i) {
+    texts.push_back((*refs)[i].text);
+    rows.push_back(&out[i * dim]);
+    ASSERT_EQ((*refs)[i].vector.size(), static_cast<size_t>(dim));
+  }
+  ASSERT_TRUE((*emb)->EmbedInto(texts, rows).ok());
+  double worst = 1;
+  for (size_t i = 0; i < refs->size(); ++i) {
+    const double cos = testing::Cosine(rows[i], (*refs)[i].vector.data(), dim);
+    worst = std::min(worst, cos);
+    EXPECT_GE(cos, 0.999) << "sentence " << i << ": " << texts[i];
+  }
+  std::printf("%s: %zu sentences, min cosine CPU vs reference %.6f\n",
+              reference.filename().c_str(), refs->size(), worst);
+}
+
+TEST(ReferenceTest, ZerovecMiniMatchesPytorch) {
+  ExpectMatchesReference("models/zerovec-mini",
+                         "tests/data/reference/zerovec-mini.jsonl");
+}
+
+TEST(ReferenceTest, MiniLmRandomMatchesPytorch) {
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ExpectMatchesReference(*dir, "tests/data/reference/minilm_random.jsonl");
+}
+
+}  // namespace
+}  // namespace zv::embed

@@ -1,0 +1,208 @@
+#include "embed/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace zv::embed {
+namespace {
+
+// Header larger than this is treated as corrupt (real ones are a few hundred
+// KiB).
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+int DtypeSize(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16")
+    return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" ||
+      dtype == "F8_E5M2")
+    return 1;
+  return 0;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: value = mant * 2^-24
+      const float v = static_cast<float>(mant) * 0x1p-24f;
+      return sign ? -v : v;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t FloatToHalf(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = (x >> 16) & 0x8000;
+  const uint32_t abs = x & 0x7FFFFFFF;
+  if (abs >= 0x7F800000) return sign | (abs > 0x7F800000 ? 0x7E00 : 0x7C00);
+  if (abs >= 0x477FF000) return sign | 0x7C00;  // rounds to >= 65520: inf
+  if (abs < 0x38800000) {  // below the smallest normal half: subnormal or zero
+    const float a = std::bit_cast<float>(abs);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24f));
+  }
+  const uint32_t rounded = abs + 0xFFF + ((abs >> 13) & 1);  // nearest even
+  return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(uint32_t{b} << 16);
+}
+
+uint16_t FloatToBf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7FFFFFFF) > 0x7F800000)
+    return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) munmap(const_cast<uint8_t*>(map_), map_size_);
+}
+
+StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
+    const std::filesystem::path& path) {
+  const std::string name = path.string();
+  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, name + ": open");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(err, name + ": fstat");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    return DataLossError(name + ": file is " + std::to_string(size) +
+                         " bytes, too short for a safetensors header");
+  }
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (map == MAP_FAILED) return ErrnoError(map_err, name + ": mmap");
+
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = name;
+  file->map_ = static_cast<const uint8_t*>(map);
+  file->map_size_ = size;
+
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->map_[i];
+  if (header_len > size - 8 || header_len > kMaxHeaderBytes) {
+    return DataLossError(
+        name + ": header length " + std::to_string(header_len) +
+        " runs past the end of the file (" + std::to_string(size) +
+        " bytes); truncated or not a safetensors file");
+  }
+  file->data_ = file->map_ + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
+
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(file->map_ + 8, file->map_ + 8 + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLossError(name + ": bad JSON header: " + e.what());
+  }
+  if (!header.is_object())
+    return DataLossError(name + ": header is not an object");
+  for (const auto& [tname, t] : header.items()) {
+    if (tname == "__metadata__") continue;
+    const std::string where = name + ": tensor " + tname;
+    TensorEntry e;
+    try {
+      e.dtype = t.at("dtype").get<std::string>();
+      e.shape = t.at("shape").get<std::vector<int64_t>>();
+      const auto offsets = t.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2)
+        return DataLossError(where + ": bad data_offsets");
+      e.begin = offsets[0];
+      e.end = offsets[1];
+    } catch (const nlohmann::json::exception& ex) {
+      return DataLossError(where + ": bad header entry: " + ex.what());
+    }
+    if (e.begin > e.end || e.end > data_size) {
+      return DataLossError(
+          where + ": data_offsets [" + std::to_string(e.begin) + ", " +
+          std::to_string(e.end) + ") outside the " + std::to_string(data_size) +
+          "-byte data section (truncated file?)");
+    }
+    const int esize = DtypeSize(e.dtype);
+    uint64_t numel = 1;
+    for (int64_t d : e.shape) {
+      if (d < 0) return DataLossError(where + ": negative dimension");
+      numel *= static_cast<uint64_t>(d);
+    }
+    if (esize != 0 && numel * esize != e.end - e.begin) {
+      return DataLossError(where + ": " + std::to_string(e.end - e.begin) +
+                           " bytes do not match dtype " + e.dtype +
+                           " and shape " + ShapeString(e.shape));
+    }
+    file->tensors_.emplace(tname, std::move(e));
+  }
+  return file;
+}
+
+StatusOr<std::vector<float>> SafetensorsFile::ReadFloat(
+    const std::string& name, const std::vector<int64_t>& shape) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return NotFoundError(path_ + ": missing tensor " + name);
+  }
+  const TensorEntry& e = it->second;
+  if (e.shape != shape) {
+    return InvalidArgumentError(path_ + ": tensor " + name + " has shape " +
+                                ShapeString(e.shape) + ", expected " +
+                                ShapeString(shape));
+  }
+  const uint8_t* src = data_ + e.begin;
+  const size_t bytes = e.end - e.begin;
+  std::vector<float> out;
+  if (e.dtype == "F32") {
+    out.resize(bytes / 4);
+    std::memcpy(out.data(), src, bytes);  // offsets need not be 4-byte aligned
+  } else if (e.dtype == "F16" || e.dtype == "BF16") {
+    const bool bf16 = e.dtype == "BF16";
+    out.resize(bytes / 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const uint16_t h =
+          static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8));
+      out[i] = bf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+    }
+  } else {
+    return InvalidArgumentError(path_ + ": tensor " + name +
+                                " has unsupported dtype " + e.dtype +
+                                " (expected F32, F16 or BF16)");
+  }
+  return out;
+}
+
+}  // namespace zv::embed
