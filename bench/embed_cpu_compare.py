@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""CPU encoder (embed::Embedder, device cpu) vs PyTorch on the CPU, same weights.
+
+  /usr/bin/python3 bench/embed_cpu_compare.py [--threads 1,2] [--reps 7] [--texts 32]
+
+Runs from the repository root after `bazel build --jobs=2 //bench:cpu_embed_bench`.
+Needs Debian's python3-torch and python3-numpy (no transformers, no safetensors
+package: the checkpoint is parsed with numpy and the model is a minimal BertModel
+forward in torch.nn.functional, eager, as transformers' BertModel computes it).
+
+The model is tools/model/random_checkpoint.py's deterministic all-MiniLM-L6-v2-shaped
+checkpoint (6 layers, hidden 384, 12 heads, FFN 1536, vocab 30522). The texts are
+"medium": 44-83 common words, about 64 tokens on average. Both sides embed the same
+texts; torch gets token ids from tools/model/bert_ref_tokenizer.py (the reference the
+C++ tokenizer is tested against), padded per batch to the batch's longest text, mean
+pooled over the mask and L2-normalised. Before timing, every C++ vector must have
+cosine >= 0.999 with torch's.
+
+One rep embeds all texts once in consecutive batches of the batch size (so batch 1
+and batch 32 do the same work); the figure is the median of --reps reps after two
+warm-up reps. The C++ time includes its tokenizer, the torch time does not (ids are
+prepared outside the timed region). Threads: OPENBLAS_NUM_THREADS/OMP_NUM_THREADS
+for C++ (OpenBLAS), torch.set_num_threads for torch.
+
+Prints a markdown table (and writes it to --out).
+"""
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tools", "model"))
+from bert_ref_tokenizer import RefTokenizer  # noqa: E402
+
+WORDS = ("the of and to in is was for on with as by at from his an were are which "
+         "this be has had it one their first after new who they two her she been "
+         "other when time during year city school team world film music river house "
+         "system water history series season league album war state people family "
+         "church game group road station").split()
+
+
+def medium_text(i):
+    n = 44 + (i * 37) % 40
+    return " ".join(WORDS[(i * 131 + j * 17) % 64] for j in range(n)) + "."
+
+
+def load_safetensors(path):
+    with open(path, "rb") as fh:
+        (hlen,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(hlen))
+        blob = fh.read()
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        assert meta["dtype"] == "F32", (name, meta["dtype"])
+        a, b = meta["data_offsets"]
+        arr = np.frombuffer(blob, dtype="<f4", count=(b - a) // 4, offset=a)
+        out[name] = torch.from_numpy(arr.reshape(meta["shape"]).copy())
+    return out
+
+
+class Bert:
+    """BertModel (absolute positions, token type 0, GELU erf) + mean pooling + L2."""
+
+    def __init__(self, w, cfg):
+        self.w, self.h, self.heads = w, cfg["hidden_size"], cfg["num_attention_heads"]
+        self.layers, self.eps = cfg["num_hidden_layers"], cfg["layer_norm_eps"]
+
+    def __call__(self, ids, mask):
+        w, h, nh = self.w, self.h, self.heads
+        b, L = ids.shape
+        d = h // nh
+        x = (w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][:L]
+             + w["embeddings.token_type_embeddings.weight"][0])
+        x = F.layer_norm(x, (h,), w["embeddings.LayerNorm.weight"],
+                         w["embeddings.LayerNorm.bias"], self.eps)
+        bias = (1.0 - mask)[:, None, None, :] * torch.finfo(torch.float32).min
+        for l in range(self.layers):
+            p = "encoder.layer.%d." % l
+
+            def lin(t, name):
+                return F.linear(t, w[p + name + ".weight"], w[p + name + ".bias"])
+
+            def heads(t):
+                return t.view(b, L, nh, d).transpose(1, 2)
+
+            q = heads(lin(x, "attention.self.query"))
+            k = heads(lin(x, "attention.self.key"))
+            v = heads(lin(x, "attention.self.value"))
+            s = torch.matmul(q, k.transpose(-1, -2)) / (d ** 0.5) + bias
+            c = torch.matmul(s.softmax(-1), v).transpose(1, 2).reshape(b, L, h)
+            x = F.layer_norm(lin(c, "attention.output.dense") + x, (h,),
+                             w[p + "attention.output.LayerNorm.weight"],
+                             w[p + "attention.output.LayerNorm.bias"], self.eps)
+            f = lin(F.gelu(lin(x, "intermediate.dense")), "output.dense")
+            x = F.layer_norm(f + x, (h,), w[p + "output.LayerNorm.weight"],
+                             w[p + "output.LayerNorm.bias"], self.eps)
+        m = mask.unsqueeze(-1)
+        pooled = (x * m).sum(1) / m.sum(1)
+        return F.normalize(pooled, dim=-1)
+
+
+def pad(seqs):
+    L = max(len(s) for s in seqs)
+    ids = torch.zeros(len(seqs), L, dtype=torch.long)
+    mask = torch.zeros(len(seqs), L, dtype=torch.float32)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+    return ids, mask
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--texts", type=int, default=32)
+    ap.add_argument("--work", default="/tmp/zv_embed_cpu_bench")
+    ap.add_argument("--bin", default=os.path.join(REPO, "bazel-bin/bench/cpu_embed_bench"))
+    ap.add_argument("--out", default="/tmp/zv_embed_cpu_bench/table.md")
+    args = ap.parse_args()
+
+    os.makedirs(args.work, exist_ok=True)
+    model = os.path.join(args.work, "minilm_random")
+    if not os.path.exists(os.path.join(model, "model.safetensors")):
+        subprocess.check_call([sys.executable, os.path.join(REPO, "tools/model/random_checkpoint.py"),
+                               "--out", model])
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    texts = [medium_text(i) for i in range(args.texts)]
+    texts_path = os.path.join(args.work, "texts.txt")
+    with open(texts_path, "w") as fh:
+        fh.write("\n".join(texts) + "\n")
+    tok = RefTokenizer(os.path.join(model, "vocab.txt"))
+    seqs = [tok.encode(t, 256) for t in texts]
+    ntok = sum(len(s) for s in seqs)
+    bert = Bert(load_safetensors(os.path.join(model, "model.safetensors")), cfg)
+    batches = [int(x) for x in args.batches.split(",")]
+    padded = {b: [pad(seqs[i:i + b]) for i in range(0, len(seqs), b)] for b in batches}
+
+    rows = []
+    for threads in [int(x) for x in args.threads.split(",")]:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+        cpp_json = os.path.join(args.work, "cpp_t%d.json" % threads)
+        vec_path = os.path.join(args.work, "cpp_t%d.f32" % threads)
+        load = os.getloadavg()
+        subprocess.check_call([args.bin, "--model", model, "--texts", texts_path, "--out", cpp_json,
+                               "--vectors-out", vec_path, "--batches", args.batches,
+                               "--reps", str(args.reps)], env=env)
+        cpp = json.load(open(cpp_json))
+        torch.set_num_threads(threads)
+        with torch.inference_mode():
+            ref = torch.cat([bert(ids, mask) for ids, mask in padded[32 if 32 in padded else batches[-1]]])
+            got = torch.from_numpy(np.fromfile(vec_path, dtype=np.float32).reshape(len(texts), -1))
+            cos = F.cosine_similarity(ref, got, dim=-1)
+            min_cos = float(cos.min())
+            if min_cos < 0.999:
+                sys.exit("vectors differ: min cosine %.6f < 0.999" % min_cos)
+            torch_s = {}
+            for b in batches:
+                def one_pass():
+                    for ids, mask in padded[b]:
+                        bert(ids, mask)
+                for _ in range(2):
+                    one_pass()
+                ts = []
+                for _ in range(args.reps):
+                    t0 = time.perf_counter()
+                    one_pass()
+                    ts.append(time.perf_counter() - t0)
+                torch_s[b] = statistics.median(ts)
+        for r in cpp["results"]:
+            b = r["batch"]
+            c, t = r["median_pass_s"], torch_s[b]
+            rows.append((threads, b, len(texts) / c, ntok / c, len(texts) / t, ntok / t, t / c,
+                         min_cos, load[0]))
+            print("threads %d batch %d: C++ %.1f sent/s, torch %.1f sent/s, C++/torch %.2fx, "
+                  "min cos %.6f" % (threads, b, len(texts) / c, len(texts) / t, t / c, min_cos),
+                  file=sys.stderr)
+
+    lines = ["| threads | batch | ZeroVec C++ sent/s | ZeroVec tokens/s | torch sent/s | torch tokens/s "
+             "| C++ / torch | min cosine | load avg (1 min) at start |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for th, b, cs, ct, ts, tt, ratio, mc, ld in rows:
+        lines.append("| %d | %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.6f | %.2f |"
+                     % (th, b, cs, ct, ts, tt, ratio, mc, ld))
+    lines.append("")
+    lines.append("%d texts, %d tokens (%.1f a text incl. [CLS]/[SEP]); C++ %s; torch %s "
+                 "(float32, eager); numpy %s; %d reps, median." % (
+                     len(texts), ntok, ntok / len(texts), cpp["device"], torch.__version__,
+                     np.__version__, args.reps))
+    table = "\n".join(lines)
+    print(table)
+    with open(args.out, "w") as fh:
+        fh.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+#include "index/collection_impl.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unordered_set>
+
+#include "index/searcher.h"
+#include "index/validate.h"
+
+namespace zv::index {
+
+std::string GenerationDirName(uint64_t generation) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "gen.%06llu",
+                static_cast<unsigned long long>(generation));
+  return buf;
+}
+
+Status WriteCurrent(const std::filesystem::path& root, uint64_t generation) {
+  const auto tmp = root / "CURRENT.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << GenerationDirName(generation) << "\n";
+    out.flush();
+    if (!out) return InternalError(tmp.string() + ": write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, root / "CURRENT", ec);
+  if (ec)
+    return InternalError((root / "CURRENT").string() +
+                         ": rename: " + ec.message());
+  return OkStatus();
+}
+
+namespace {
+
+shm::SegmentOptions SegmentOptionsOf(const CollectionOptions& o) {
+  shm::SegmentOptions s;
+  s.dim = o.dim;
+  s.metric = o.metric;
+  s.rows_per_extent = o.rows_per_extent;
+  s.group = o.group;
+  s.sync = o.sync;
+  return s;
+}
+
+}  // namespace
+
+CollectionImpl::CollectionImpl(std::shared_ptr<MetaStore> store,
+                               std::filesystem::path root, CollectionMeta meta,
+                               IndexKind kind)
+    : store_(std::move(store)),
+      root_(std::move(root)),
+      meta_(std::move(meta)),
+      kind_(kind) {}
+
+CollectionImpl::~CollectionImpl() {
+  // Saving the graph spares the next open a rebuild; failure only costs that.
+  if (!dropped_ && g_ && g_->ann) (void)g_->ann->Save();
+}
+
+StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
+    std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+    const std::string& name, const CollectionOptions& options) {
+  ZV_ASSIGN_OR_RETURN(IndexKind kind,
+                      ParseDescriptor(options.index.descriptor, options.dim));
+  CollectionMeta meta{name, options, 1};
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);  // leftovers of a create that crashed
+  auto g = std::make_unique<Generation>();
+  g->number = 1;
+  g->dir = root / GenerationDirName(1);
+  ZV_ASSIGN_OR_RETURN(g->writer,
+                      shm::Writer::Create(g->dir, SegmentOptionsOf(options)));
+  g->writer->SetGeneration(1);
+  ZV_RETURN_IF_ERROR(WriteCurrent(root, 1));
+  auto batch = store->NewBatch();
+  batch.PutCollection(meta);
+  ZV_RETURN_IF_ERROR(store->Write(batch, /*sync=*/true));
+  std::shared_ptr<CollectionImpl> c(
+      new CollectionImpl(std::move(store), root, meta, kind));
+  ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  c->g_ = std::move(g);
+  return c;
+}
+
+StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Open(
+    std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+    const CollectionMeta& meta) {
+  ZV_ASSIGN_OR_RETURN(
+      IndexKind kind,
+      ParseDescriptor(meta.options.index.descriptor, meta.options.dim));
+  std::shared_ptr<CollectionImpl> c(
+      new CollectionImpl(std::move(store), root, meta, kind));
+  auto g = std::make_unique<Generation>();
+  g->number = meta.generation;
+  g->dir = root / GenerationDirName(meta.generation);
+  // Other generations are a crashed compaction's output or a retired segment.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.rfind("gen.", 0) == 0 && entry.path() != g->dir) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+  auto writer = shm::Writer::Open(g->dir, meta.options.sync);
+  if (!writer.ok())
+    return writer.status().WithContext("collection '" + meta.name + "'");
+  g->writer = std::move(writer).value();
+  ZV_RETURN_IF_ERROR(WriteCurrent(root, meta.generation));
+  ZV_RETURN_IF_ERROR(c->Reconcile(g.get()));
+  ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  c->g_ = std::move(g);
+  return c;
+}
+
+Status CollectionImpl::OpenAnn(Generation* g) {
+  ZV_ASSIGN_OR_RETURN(g->ann, OpenAnnIndex(kind_, *g->writer, g->dir));
+  return OkStatus();
+}
+
+Status CollectionImpl::Reconcile(Generation* g) {
+  const std::string& name = meta_.name;
+  shm::Writer& w = *g->writer;
+  const uint64_t committed = w.committed();
+  auto fix = store_->NewBatch();
+  // Attributes of committed rows; entries past `committed` belong to a batch
+  // whose rows were never published.
+  ZV_RETURN_IF_ERROR(
+      store_->ScanRows(name, g->number, 0, [&](uint64_t row, Record r) {
+        if (row >= committed || HashId(r.id) != w.Id(row)) {
+          fix.DeleteRow(name, g->number, row);
+          return OkStatus();
+        }
+        while (g->attrs.size() < row) g->attrs.AppendAbsent();
+        g->attrs.Append(r);
+        return OkStatus();
+      }));
+  while (g->attrs.size() < committed) g->attrs.AppendAbsent();
+
+  std::vector<bool> referenced(committed, false);
+  auto owns = [&](uint64_t row, const std::string& id) {
+    return row < committed && g->attrs.present(row) && g->attrs.id(row) == id &&
+           !w.IsTombstoned(row);
+  };
+  ZV_RETURN_IF_ERROR(
+      store_->ScanIds(name, [&](const std::string& id, const IdEntry& e) {
+        if (e.generation == g->number && owns(e.row, id)) {
+          referenced[e.row] = true;
+          if (e.prev_row)
+            fix.PutId(name, id, IdEntry{g->number, e.row, std::nullopt});
+        } else if (e.generation == g->number && e.row >= committed &&
+                   e.prev_row && owns(*e.prev_row, id)) {
+          // The replacing batch never committed: the replaced row is still the
+          // record.
+          referenced[*e.prev_row] = true;
+          fix.PutId(name, id, IdEntry{g->number, *e.prev_row, std::nullopt});
+        } else {
+          fix.DeleteId(name, id);
+        }
+        return OkStatus();
+      }));
+  for (uint64_t row = 0; row < committed; ++row) {
+    if (referenced[row]) continue;
+    if (!w.IsTombstoned(row)) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    if (g->attrs.present(row)) fix.DeleteRow(name, g->number, row);
+  }
+  if (fix.Count() > 0) ZV_RETURN_IF_ERROR(store_->Write(fix, /*sync=*/true));
+  return OkStatus();
+}
+
+Status CollectionImpl::CheckAlive() const {
+  if (dropped_)
+    return NotFoundError("collection '" + meta_.name + "' was dropped");
+  return OkStatus();
+}
+
+void CollectionImpl::MarkDropped() {
+  std::lock_guard<std::mutex> w(write_mu_);
+  std::unique_lock<RwLock> l(mu_);
+  dropped_ = true;
+}
+
+CollectionInfo CollectionImpl::Describe() const {
+  std::shared_lock<RwLock> l(mu_);
+  CollectionInfo info;
+  info.name = meta_.name;
+  info.dim = meta_.options.dim;
+  info.metric = meta_.options.metric;
+  info.index_descriptor = meta_.options.index.descriptor;
+  info.rows = g_->writer->committed();
+  info.tombstones = g_->writer->TombstoneCount();
+  info.live_rows = info.rows - std::min(info.rows, info.tombstones);
+  info.generation = g_->number;
+  info.segment_dir = g_->dir;
+  return info;
+}
+
+size_t CollectionImpl::IndexMemoryBytes() const {
+  std::shared_lock<RwLock> l(mu_);
+  return g_->attrs.MemoryBytes() + (g_->ann ? g_->ann->MemoryBytes() : 0);
+}
+
+Status CollectionImpl::Upsert(std::span<const Record> records,
+                              std::span<const float> vectors) {
+  const uint32_t dim = meta_.options.dim;
+  ZV_RETURN_IF_ERROR(ValidateVectors(vectors, records.size(), dim, "vectors"));
+  return UpsertImpl(
+      records,
+      [&](std::span<float* const> rows) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+          std::memcpy(rows[i], vectors.data() + i * dim, dim * sizeof(float));
+        }
+        return OkStatus();
+      },
+      /*check_rows=*/false);
+}
+
+Status CollectionImpl::UpsertInPlace(std::span<const Record> records,
+                                     const RowFiller& fill) {
+  if (!fill) return InvalidArgumentError("fill: no row filler given");
+  return UpsertImpl(records, fill, /*check_rows=*/true);
+}
+
+Status CollectionImpl::UpsertImpl(
+    std::span<const Record> records,
+    const std::function<Status(std::span<float* const>)>& fill,
+    bool check_rows) {
+  ZV_RETURN_IF_ERROR(ValidateRecords(records));
+  if (records.empty()) return CheckAlive();
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  Generation& g = *g_;
+  shm::Writer& w = *g.writer;
+  const std::string& name = meta_.name;
+  const uint32_t dim = meta_.options.dim, stride = w.info().row_stride;
+  const uint64_t first = w.committed(), n = records.size();
+  {
+    std::unique_lock<RwLock> l(mu_);  // may add an extent
+    ZV_RETURN_IF_ERROR(w.Reserve(n));
+  }
+  // 1. Rows past the committed count: invisible to every reader until Commit.
+  std::vector<float*> rows(n);
+  for (uint64_t i = 0; i < n; ++i) rows[i] = w.MutableRow(first + i);
+  ZV_RETURN_IF_ERROR(fill(rows));
+  for (uint64_t i = 0; i < n; ++i) {
+    if (check_rows) {
+      ZV_RETURN_IF_ERROR(ValidateVectors(std::span<const float>(rows[i], dim),
+                                         1, dim,
+                                         "rows[" + std::to_string(i) + "]"));
+    }
+    std::fill(rows[i] + dim, rows[i] + stride, 0.0f);
+    w.SetId(first + i, HashId(records[i].id));
+  }
+  // 2. Metadata, durable before the rows become visible.
+  auto batch = store_->NewBatch();
+  std::vector<uint64_t> replaced;
+  for (uint64_t i = 0; i < n; ++i) {
+    ZV_ASSIGN_OR_RETURN(auto old, store_->GetId(name, records[i].id));
+    IdEntry e{g.number, first + i, std::nullopt};
+    if (old && old->generation == g.number && old->row < first) {
+      e.prev_row = old->row;
+      replaced.push_back(old->row);
+    }
+    batch.PutRow(name, g.number, first + i, records[i]);
+    batch.PutId(name, records[i].id, e);
+  }
+  ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
+  // 3. Publish; 4. retire the replaced rows.
+  {
+    std::unique_lock<RwLock> l(mu_);
+    Status s = w.Commit(first + n);
+    if (!s.ok()) {
+      // Undo step 2 so the ids point at their old rows again (reconcile would
+      // too).
+      auto undo = store_->NewBatch();
+      for (uint64_t i = 0; i < n; ++i) {
+        auto old = store_->GetId(name, records[i].id);
+        if (old.ok() && *old && (*old)->prev_row) {
+          undo.PutId(name, records[i].id,
+                     IdEntry{g.number, *(*old)->prev_row, std::nullopt});
+        } else {
+          undo.DeleteId(name, records[i].id);
+        }
+        undo.DeleteRow(name, g.number, first + i);
+      }
+      (void)store_->Write(undo, meta_.options.sync);
+      return s;
+    }
+    for (const Record& r : records) g.attrs.Append(r);
+    for (uint64_t row : replaced) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    // An ANN failure leaves the new rows to the exact tail search: no data is
+    // lost.
+    if (g.ann) (void)g.ann->Update(w.committed());
+  }
+  if (!replaced.empty()) {
+    // The replaced rows' entries are garbage now; reconcile would drop them
+    // too.
+    auto cleanup = store_->NewBatch();
+    for (uint64_t row : replaced) cleanup.DeleteRow(name, g.number, row);
+    (void)store_->Write(cleanup, /*sync=*/false);
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
+    std::span<const float> queries, const SearchOptions& options) const {
+  ZV_RETURN_IF_ERROR(ValidateSearch(queries, meta_.options.dim, options));
+  std::shared_lock<RwLock> l(mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  SearchContext ctx;
+  ctx.view = g_->writer.get();
+  ctx.attrs = &g_->attrs;
+  ctx.rows = g_->writer->committed();
+  ctx.ann = g_->ann.get();
+  ctx.ann_params = ann_params_;
+  ctx.store = store_.get();
+  ctx.collection = meta_.name;
+  ctx.generation = g_->number;
+  return SearchSegment(ctx, queries, options);
+}
+
+StatusOr<std::vector<GetResult>> CollectionImpl::Get(
+    std::span<const std::string> ids) const {
+  ZV_RETURN_IF_ERROR(ValidateIds(ids));
+  std::shared_lock<RwLock> l(mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  const shm::Writer& w = *g_->writer;
+  std::vector<GetResult> out;
+  for (const std::string& id : ids) {
+    ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
+    if (!e || e->generation != g_->number) continue;
+    uint64_t row = e->row;
+    if (row >= w.committed()) {  // an upsert in flight: its old row is still
+                                 // the record
+      if (!e->prev_row) continue;
+      row = *e->prev_row;
+    }
+    if (w.IsTombstoned(row)) continue;
+    ZV_ASSIGN_OR_RETURN(auto rec,
+                        store_->GetRow(meta_.name, g_->number, row, true));
+    if (!rec) continue;
+    GetResult r;
+    r.record = std::move(*rec);
+    r.vector.assign(w.Row(row), w.Row(row) + meta_.options.dim);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
+  const std::string ids[] = {id};
+  ZV_ASSIGN_OR_RETURN(auto found, Get(ids));
+  return !found.empty();
+}
+
+StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
+  ZV_RETURN_IF_ERROR(ValidateIds(ids));
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  Generation& g = *g_;
+  const std::string& name = meta_.name;
+  auto batch = store_->NewBatch();
+  std::vector<uint64_t> rows;
+  std::unordered_set<std::string> seen;
+  for (const std::string& id : ids) {
+    if (!seen.insert(id).second) continue;
+    ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(name, id));
+    if (!e || e->generation != g.number || e->row >= g.writer->committed() ||
+        g.writer->IsTombstoned(e->row)) {
+      continue;
+    }
+    batch.DeleteId(name, id);
+    batch.DeleteRow(name, g.number, e->row);
+    rows.push_back(e->row);
+  }
+  if (rows.empty()) return uint64_t{0};
+  // Metadata first: a crash before the tombstones leaves rows no id points at,
+  // which reconcile tombstones.
+  ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
+  std::unique_lock<RwLock> l(mu_);
+  for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
+  return static_cast<uint64_t>(rows.size());
+}
+
+}  // namespace zv::index

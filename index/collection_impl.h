@@ -1,0 +1,102 @@
+// The writer-side Collection: segment Writer + attribute table + ANN index of
+// the current generation, and the meta store shared by the data directory.
+//
+// Write protocol (crash-safe at every step):
+//   1. rows + segment ids written past the committed count (invisible);
+//   2. one RocksDB WriteBatch: rows entries, id -> row (with the replaced row);
+//   3. Writer::Commit publishes the rows (store-release);
+//   4. replaced rows are tombstoned, their meta entries dropped.
+// Reconcile on open undoes a step-2 batch whose rows never got committed
+// (restoring the replaced row) and tombstones committed rows that no id points
+// at.
+#ifndef ZEROVEC_INDEX_COLLECTION_IMPL_H_
+#define ZEROVEC_INDEX_COLLECTION_IMPL_H_
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "index/ann_index.h"
+#include "index/collection.h"
+#include "index/filter.h"
+#include "index/meta_store.h"
+#include "index/rwlock.h"
+#include "shm/segment.h"
+
+namespace zv::index {
+
+// "gen.000003": the segment directory of a generation.
+std::string GenerationDirName(uint64_t generation);
+// Points <root>/CURRENT at a generation (write temp + atomic rename).
+Status WriteCurrent(const std::filesystem::path& root, uint64_t generation);
+
+class CollectionImpl : public Collection {
+ public:
+  // Creates generation 1 on disk and in the catalog.
+  static StatusOr<std::shared_ptr<CollectionImpl>> Create(
+      std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+      const std::string& name, const CollectionOptions& options);
+  // Opens the catalog's generation and reconciles it with the meta store.
+  static StatusOr<std::shared_ptr<CollectionImpl>> Open(
+      std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+      const CollectionMeta& meta);
+  ~CollectionImpl() override;
+
+  const std::string& name() const override { return meta_.name; }
+  CollectionInfo Describe() const override;
+  Status Upsert(std::span<const Record> records,
+                std::span<const float> vectors) override;
+  Status UpsertInPlace(std::span<const Record> records,
+                       const RowFiller& fill) override;
+  StatusOr<std::vector<std::vector<Hit>>> Search(
+      std::span<const float> queries,
+      const SearchOptions& options) const override;
+  StatusOr<std::vector<GetResult>> Get(
+      std::span<const std::string> ids) const override;
+  StatusOr<uint64_t> Delete(std::span<const std::string> ids) override;
+  Status Compact() override;
+  StatusOr<bool> Contains(const std::string& id) const override;
+
+  // After DropCollection: every call fails NOT_FOUND, nothing is saved.
+  void MarkDropped();
+  // Bytes the index layer holds on the heap (ANN links + attribute table), not
+  // rows.
+  size_t IndexMemoryBytes() const;
+  void set_ann_params(const AnnSearchParams& p) { ann_params_ = p; }
+
+ private:
+  // One segment generation and everything derived from it.
+  struct Generation {
+    uint64_t number = 0;
+    std::filesystem::path dir;
+    std::unique_ptr<shm::Writer> writer;
+    AttributeTable attrs;
+    std::unique_ptr<AnnIndex> ann;  // declared after writer: destroyed first
+  };
+
+  CollectionImpl(std::shared_ptr<MetaStore> store, std::filesystem::path root,
+                 CollectionMeta meta, IndexKind kind);
+  Status Reconcile(Generation* g);
+  Status OpenAnn(Generation* g);
+  Status UpsertImpl(std::span<const Record> records,
+                    const std::function<Status(std::span<float* const>)>& fill,
+                    bool check_rows);
+  Status CheckAlive() const;
+
+  std::shared_ptr<MetaStore> store_;
+  std::filesystem::path root_;
+  CollectionMeta meta_;
+  IndexKind kind_;
+  AnnSearchParams ann_params_;
+
+  std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)
+  mutable RwLock mu_;    // readers vs. publication of rows/extents/index
+  std::unique_ptr<Generation> g_;  // guarded by mu_ (replaced by Compact)
+  bool dropped_ = false;
+};
+
+}  // namespace zv::index
+
+#endif  // ZEROVEC_INDEX_COLLECTION_IMPL_H_

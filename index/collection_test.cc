@@ -1,0 +1,405 @@
+// Collection behaviour: validation, replace/delete/get, reopen, compaction,
+// attached readers, HNSW and IVF-PQ persistence, concurrency.
+#include "index/collection.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "index/test_util.h"
+
+namespace zv::index {
+namespace {
+
+using testing::IdOf;
+using testing::NewTempDir;
+using testing::RandomVectors;
+
+constexpr uint32_t kDim = 32;
+
+std::vector<Record> Records(size_t first, size_t n,
+                            const std::string& tag = "") {
+  std::vector<Record> recs(n);
+  for (size_t i = 0; i < n; ++i) {
+    recs[i].id = IdOf(first + i);
+    recs[i].text = "text of " + IdOf(first + i) + tag;
+    recs[i].ns = (first + i) % 2 ? "odd" : "even";
+    recs[i].metadata = {{"k", std::to_string((first + i) % 10)}, {"tag", tag}};
+    recs[i].timestamp_ms = static_cast<int64_t>(first + i);
+  }
+  return recs;
+}
+
+class CollectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = NewTempDir("coll");
+    Reopen();
+  }
+  void Reopen() {
+    coll_.reset();
+    db_.reset();
+    auto db = Database::Open(dir_);
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(db).value();
+  }
+  std::shared_ptr<Collection> Create(
+      const std::string& descriptor, size_t rows,
+      shm::Metric metric = shm::Metric::kInnerProduct) {
+    CollectionOptions o;
+    o.dim = kDim;
+    o.metric = metric;
+    o.index.descriptor = descriptor;
+    o.rows_per_extent = 1000;
+    auto c = db_->CreateCollection("c", o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    data_ = RandomVectors(rows, kDim, 11, true);
+    for (size_t first = 0; first < rows; first += 500) {
+      const size_t n = std::min<size_t>(500, rows - first);
+      EXPECT_TRUE((*c)->Upsert(Records(first, n),
+                               std::span(data_).subspan(first * kDim, n * kDim))
+                      .ok());
+    }
+    return *c;
+  }
+  std::vector<std::string> TopIds(const Collection& c, const float* q, int k,
+                                  const Filter& f = Filter()) {
+    SearchOptions o;
+    o.k = k;
+    o.filter = f;
+    auto r = c.Search(std::span(q, kDim), o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<std::string> ids;
+    for (const Hit& h : (*r)[0]) ids.push_back(h.id);
+    return ids;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Database> db_;
+  std::shared_ptr<Collection> coll_;
+  std::vector<float> data_;
+};
+
+TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
+  auto c = Create("Flat", 100);
+  const CollectionInfo before = c->Describe();
+  const std::vector<float> one = RandomVectors(1, kDim, 1);
+  std::vector<float> nan = one, inf = one;
+  nan[3] = std::numeric_limits<float>::quiet_NaN();
+  inf[5] = std::numeric_limits<float>::infinity();
+  Record ok = Records(1000, 1)[0];
+  Record empty_id = ok, long_id = ok, bad_meta = ok;
+  empty_id.id = "";
+  long_id.id = std::string(kMaxIdBytes + 1, 'x');
+  bad_meta.metadata[""] = "v";
+  const std::vector<float> two = RandomVectors(2, kDim, 2);
+  struct Case {
+    std::string name;
+    std::vector<Record> recs;
+    std::vector<float> vecs;
+    std::string message;
+  };
+  const std::vector<Case> upserts = {
+      {"wrong dimension",
+       {ok},
+       std::vector<float>(kDim - 1, 0.f),
+       "vectors has 31 floats"},
+      {"NaN", {ok}, nan, "vectors[0][3] is not finite"},
+      {"Inf", {ok}, inf, "vectors[0][5] is not finite"},
+      {"empty id", {empty_id}, one, "records[0].id is empty"},
+      {"id too long", {long_id}, one, "records[0].id is 513 bytes"},
+      {"duplicate ids",
+       {ok, ok},
+       two,
+       "records[1].id 'doc-1000' appears twice"},
+      {"empty metadata key",
+       {bad_meta},
+       one,
+       "records[0].metadata has an empty key"},
+  };
+  for (const Case& t : upserts) {
+    Status s = c->Upsert(t.recs, t.vecs);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << t.name;
+    EXPECT_NE(s.message().find(t.message), std::string::npos)
+        << t.name << ": " << s.message();
+  }
+  struct SearchCase {
+    std::string name;
+    std::vector<float> q;
+    SearchOptions o;
+    std::string message;
+  };
+  SearchOptions k0, kbig, time, key;
+  k0.k = 0;
+  kbig.k = kMaxK + 1;
+  time.filter.min_timestamp_ms = 10;
+  time.filter.max_timestamp_ms = 5;
+  key.filter.metadata_equals[""] = "x";
+  const std::vector<SearchCase> searches = {
+      {"k = 0", one, k0, "k must be in [1, 1000]"},
+      {"k too big", one, kbig, "k must be in [1, 1000], got 1001"},
+      {"query dim", std::vector<float>(kDim + 1, 0.f), SearchOptions(),
+       "multiple of dim 32"},
+      {"query NaN", nan, SearchOptions(), "queries[0][3] is not finite"},
+      {"min > max", one, time, "filter.min_timestamp_ms (10) is greater"},
+      {"empty key", one, key, "filter.metadata_equals: empty key"},
+  };
+  for (const SearchCase& t : searches) {
+    auto r = c->Search(t.q, t.o);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << t.name;
+    EXPECT_NE(r.status().message().find(t.message), std::string::npos)
+        << t.name << ": " << r.status().message();
+  }
+  const std::vector<std::string> bad_ids = {""};
+  EXPECT_EQ(c->Delete(bad_ids).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(db_->GetCollection("nope").status().code(), StatusCode::kNotFound);
+  for (const std::string& bad : std::vector<std::string>{
+           "", "a/b", "..", "x.y", std::string(65, 'a'), "-x"}) {
+    EXPECT_EQ(
+        db_->CreateCollection(bad, CollectionOptions{.dim = 4}).status().code(),
+        StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(
+      db_->CreateCollection("d", CollectionOptions{.dim = 0}).status().code(),
+      StatusCode::kInvalidArgument);
+  CollectionOptions bad_index{.dim = 30};
+  bad_index.index.descriptor = "IVF10,PQ7";
+  EXPECT_EQ(db_->CreateCollection("d", bad_index).status().code(),
+            StatusCode::kInvalidArgument);
+
+  // Nothing changed.
+  const CollectionInfo after = c->Describe();
+  EXPECT_EQ(after.rows, before.rows);
+  EXPECT_EQ(after.live_rows, before.live_rows);
+  EXPECT_FALSE(*c->Contains("doc-1000"));
+  const std::vector<std::string> probe = {IdOf(5)};
+  auto got = c->Get(probe);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].vector,
+            std::vector<float>(&data_[5 * kDim], &data_[6 * kDim]));
+  EXPECT_EQ(db_->ListCollections(), std::vector<std::string>{"c"});
+}
+
+TEST_F(CollectionTest, UpsertReplacesDeleteRemovesAndReopenKeeps) {
+  auto c = Create("Flat", 1200);
+  const std::vector<float> fresh = RandomVectors(10, kDim, 77, true);
+  ASSERT_TRUE(c->Upsert(Records(100, 10, "v2"), fresh).ok());
+  const std::vector<std::string> del = {IdOf(5), IdOf(6), "missing"};
+  auto n = c->Delete(del);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  auto check = [&](const Collection& coll) {
+    const CollectionInfo info = coll.Describe();
+    EXPECT_EQ(info.rows, 1210u);
+    EXPECT_EQ(info.live_rows, 1198u);
+    const std::vector<std::string> ids = {IdOf(103), IdOf(5), IdOf(7)};
+    auto got = coll.Get(ids);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->size(), 2u);
+    EXPECT_EQ((*got)[0].record.id, IdOf(103));
+    EXPECT_EQ((*got)[0].record.text, "text of doc-103v2");
+    EXPECT_EQ((*got)[0].record.metadata.at("tag"), "v2");
+    EXPECT_EQ((*got)[0].vector,
+              std::vector<float>(&fresh[3 * kDim], &fresh[4 * kDim]));
+    EXPECT_EQ((*got)[1].vector,
+              std::vector<float>(&data_[7 * kDim], &data_[8 * kDim]));
+    // The replaced vector is found under its id once, with the new data.
+    SearchOptions o;
+    o.k = 3;
+    o.include_documents = true;
+    auto r = coll.Search(std::span(&fresh[3 * kDim], kDim), o);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ((*r)[0][0].id, IdOf(103));
+    EXPECT_NEAR((*r)[0][0].score, 1.0f, 1e-5);
+    EXPECT_EQ((*r)[0][0].record.text, "text of doc-103v2");
+    EXPECT_EQ((*r)[0][0].record.ns, "odd");
+    auto old = coll.Search(std::span(&data_[103 * kDim], kDim), o);
+    for (const Hit& h : (*old)[0]) EXPECT_LT(h.score, 0.999f) << h.id;
+    EXPECT_TRUE(TopIds(coll, &data_[5 * kDim], 1) !=
+                std::vector<std::string>{IdOf(5)});
+  };
+  check(*c);
+  c.reset();
+  Reopen();
+  auto again = db_->GetCollection("c");
+  ASSERT_TRUE(again.ok());
+  check(**again);
+  // New writes work after reopen.
+  ASSERT_TRUE(
+      (*again)->Upsert(Records(5000, 1), RandomVectors(1, kDim, 3)).ok());
+  EXPECT_TRUE(*(*again)->Contains(IdOf(5000)));
+}
+
+TEST_F(CollectionTest, CompactionDropsTombstonesAndAttachedReadersFollow) {
+  auto c = Create("HNSW16", 2500);
+  auto attached = AttachedCollection::Attach(dir_, "c");
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  std::vector<std::string> del;
+  for (size_t i = 0; i < 2500; i += 3) del.push_back(IdOf(i));
+  ASSERT_TRUE(c->Delete(del).ok());
+  const float* q = &data_[10 * kDim];
+  const auto before = TopIds(*c, q, 10);
+  ASSERT_TRUE(c->Compact().ok());
+  const CollectionInfo info = c->Describe();
+  EXPECT_EQ(info.generation, 2u);
+  EXPECT_EQ(info.tombstones, 0u);
+  EXPECT_EQ(info.rows, 2500u - del.size());
+  EXPECT_EQ(TopIds(*c, q, 10), before);
+  ASSERT_TRUE((*attached)->Refresh().ok());
+  EXPECT_EQ((*attached)->Describe().generation, 2u);
+  SearchOptions o;
+  auto r = (*attached)->Search(std::span(q, kDim), o);
+  ASSERT_TRUE(r.ok());
+  std::vector<std::string> ids;
+  for (const Hit& h : (*r)[0]) ids.push_back(h.id);
+  EXPECT_EQ(ids, before);
+  // Survives a reopen in its new generation, and accepts writes.
+  c.reset();
+  attached->reset();
+  Reopen();
+  auto again = db_->GetCollection("c");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Describe().generation, 2u);
+  EXPECT_EQ(TopIds(**again, q, 10), before);
+  EXPECT_TRUE(
+      (*again)->Upsert(Records(9000, 1), RandomVectors(1, kDim, 4)).ok());
+}
+
+TEST_F(CollectionTest, AttachedSearchEqualsWriterFlatSearch) {
+  auto c = Create("Flat", 3000, shm::Metric::kL2);
+  ASSERT_TRUE(c->Delete(std::vector<std::string>{IdOf(1), IdOf(2)}).ok());
+  auto attached = AttachedCollection::Attach(dir_, "c");
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  // Writes after attach become visible on Refresh.
+  ASSERT_TRUE(
+      c->Upsert(Records(3000, 100), RandomVectors(100, kDim, 8, true)).ok());
+  ASSERT_TRUE((*attached)->Refresh().ok());
+  EXPECT_EQ((*attached)->Describe().rows, c->Describe().rows);
+  const std::vector<float> q = RandomVectors(16, kDim, 21, true);
+  SearchOptions o;
+  o.k = 20;
+  for (int f = 0; f < 2; ++f) {
+    if (f == 1) o.filter.ns = "odd", o.filter.metadata_equals = {{"k", "3"}};
+    auto a = c->Search(q, o);
+    auto b = (*attached)->Search(q, o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (size_t i = 0; i < a->size(); ++i) {
+      ASSERT_EQ((*a)[i].size(), (*b)[i].size());
+      for (size_t j = 0; j < (*a)[i].size(); ++j) {
+        EXPECT_EQ((*a)[i][j].id, (*b)[i][j].id);
+        EXPECT_EQ((*a)[i][j].score, (*b)[i][j].score);
+      }
+    }
+  }
+}
+
+TEST_F(CollectionTest, HnswIsAccurateFiltersFillKAndGraphReloads) {
+  auto c = Create("HNSW16", 4000);
+  const std::vector<float> q = RandomVectors(20, kDim, 5, true);
+  int agree = 0;
+  std::vector<std::vector<std::string>> before;
+  for (int i = 0; i < 20; ++i) {
+    before.push_back(TopIds(*c, &q[i * kDim], 10));
+    Filter none;
+    // A filter matching every row forces the exact path: the reference.
+    Filter all;
+    all.min_timestamp_ms = 0;
+    const auto exact = TopIds(*c, &q[i * kDim], 10, all);
+    for (const auto& id : before.back()) {
+      agree += std::count(exact.begin(), exact.end(), id);
+    }
+  }
+  EXPECT_GE(agree, 190);  // recall@10 >= 0.95
+  Filter rare;
+  rare.metadata_equals = {{"k", "7"}};
+  rare.ns = "odd";
+  EXPECT_EQ(TopIds(*c, &q[0], 50, rare).size(), 50u);
+  c.reset();
+  Reopen();
+  EXPECT_TRUE(
+      std::filesystem::exists(dir_ / "collections/c/gen.000001/hnsw.graph"));
+  auto again = db_->GetCollection("c");
+  ASSERT_TRUE(again.ok());
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(TopIds(**again, &q[i * kDim], 10), before[i]);
+}
+
+TEST_F(CollectionTest, IvfPqTrainsMmapsAndReloads) {
+  auto c = Create("IVF16,PQ8", 12000);
+  EXPECT_TRUE(
+      std::filesystem::exists(dir_ / "collections/c/gen.000001/ivfpq.index"));
+  const std::vector<float> q = RandomVectors(10, kDim, 5, true);
+  int agree = 0;
+  std::vector<std::vector<std::string>> before;
+  for (int i = 0; i < 10; ++i) {
+    before.push_back(TopIds(*c, &q[i * kDim], 10));
+    Filter all;
+    all.min_timestamp_ms = 0;
+    const auto exact = TopIds(*c, &q[i * kDim], 10, all);
+    for (const auto& id : before.back())
+      agree += std::count(exact.begin(), exact.end(), id);
+  }
+  EXPECT_GE(agree, 80);
+  c.reset();
+  Reopen();
+  auto again = db_->GetCollection("c");
+  ASSERT_TRUE(again.ok());
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(TopIds(**again, &q[i * kDim], 10), before[i]);
+}
+
+TEST_F(CollectionTest, ConcurrentSearchesWithOneWriter) {
+  auto c = Create("HNSW16", 1000);
+  std::atomic<bool> done{false};
+  std::atomic<int> searches{0}, failures{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      const std::vector<float> q = RandomVectors(4, kDim, 100 + t, true);
+      SearchOptions o;
+      o.k = 10;
+      if (t == 1) o.filter.ns = "even";
+      while (!done) {
+        auto r = c->Search(q, o);
+        if (!r.ok() || (*r)[0].size() != 10) ++failures;
+        ++searches;
+      }
+    });
+  }
+  for (size_t first = 1000; first < 4000; first += 100) {
+    ASSERT_TRUE(
+        c->Upsert(Records(first, 100), RandomVectors(100, kDim, first, true))
+            .ok());
+    if (first % 1000 == 0) {
+      ASSERT_TRUE(c->Delete(std::vector<std::string>{IdOf(first)}).ok());
+    }
+  }
+  done = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(searches, 0);
+  EXPECT_EQ(c->Describe().live_rows, 4000u - 3);
+}
+
+TEST_F(CollectionTest, DropRemovesEverything) {
+  auto c = Create("Flat", 10);
+  ASSERT_TRUE(db_->DropCollection("c").ok());
+  EXPECT_EQ(db_->GetCollection("c").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(db_->DropCollection("c").code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->Upsert(Records(0, 1), RandomVectors(1, kDim, 1)).code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "collections/c"));
+  // The name is free again and starts empty.
+  auto fresh = db_->CreateCollection("c", CollectionOptions{.dim = kDim});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)->Describe().rows, 0u);
+  EXPECT_FALSE(*(*fresh)->Contains(IdOf(1)));
+}
+
+}  // namespace
+}  // namespace zv::index

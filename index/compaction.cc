@@ -1,0 +1,92 @@
+// Compaction: copies the live rows into a new segment generation, then switches
+// to it. The catalog's generation number (in the same WriteBatch as the new
+// rows and ids) is the commit point; <root>/CURRENT follows it by atomic rename
+// for tools that read no RocksDB. Searches keep using the old generation until
+// the swap; attached readers see the old segment Retired() and re-attach.
+#include <cstring>
+
+#include "index/collection_impl.h"
+#include "index/validate.h"
+
+namespace zv::index {
+
+Status CollectionImpl::Compact() {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  Generation& old = *g_;
+  const std::string& name = meta_.name;
+  const shm::Writer& ow = *old.writer;
+  const uint64_t committed = ow.committed();
+  const uint32_t stride = ow.info().row_stride;
+
+  auto next = std::make_unique<Generation>();
+  next->number = old.number + 1;
+  next->dir = root_ / GenerationDirName(next->number);
+  std::error_code ec;
+  std::filesystem::remove_all(next->dir, ec);
+  shm::SegmentOptions so;
+  so.dim = meta_.options.dim;
+  so.metric = meta_.options.metric;
+  so.rows_per_extent = meta_.options.rows_per_extent;
+  so.group = meta_.options.group;
+  so.sync = meta_.options.sync;
+  ZV_ASSIGN_OR_RETURN(next->writer, shm::Writer::Create(next->dir, so));
+  shm::Writer& nw = *next->writer;
+  nw.SetGeneration(next->number);
+
+  // Copy live rows (no lock needed: only this writer thread mutates the old
+  // generation, and its rows below `committed` are immutable).
+  auto batch = store_->NewBatch();
+  constexpr uint64_t kChunk = 4096;
+  for (uint64_t row = 0; row < committed;) {
+    std::vector<uint64_t> live;
+    for (; row < committed && live.size() < kChunk; ++row) {
+      if (!ow.IsTombstoned(row) && old.attrs.present(row)) live.push_back(row);
+    }
+    if (live.empty()) continue;
+    const uint64_t first = nw.committed();
+    ZV_RETURN_IF_ERROR(nw.Reserve(live.size()));
+    for (size_t i = 0; i < live.size(); ++i) {
+      std::memcpy(nw.MutableRow(first + i), ow.Row(live[i]),
+                  stride * sizeof(float));
+      nw.SetId(first + i, ow.Id(live[i]));
+      ZV_ASSIGN_OR_RETURN(auto rec,
+                          store_->GetRow(name, old.number, live[i], true));
+      if (!rec)
+        return DataLossError("collection '" + name + "': row " +
+                             std::to_string(live[i]) + " lost its meta entry");
+      batch.PutRow(name, next->number, first + i, *rec);
+      batch.PutId(name, rec->id,
+                  IdEntry{next->number, first + i, std::nullopt});
+      next->attrs.Append(*rec);
+    }
+    ZV_RETURN_IF_ERROR(nw.Commit(first + live.size()));
+  }
+  ZV_RETURN_IF_ERROR(nw.Sync());
+  // The index is built before the switch, so searches never see it half-built.
+  ZV_RETURN_IF_ERROR(OpenAnn(next.get()));
+  if (next->ann) ZV_RETURN_IF_ERROR(next->ann->Save());
+
+  CollectionMeta meta = meta_;
+  meta.generation = next->number;
+  batch.DeleteGeneration(name, old.number);
+  batch.PutCollection(meta);
+  ZV_RETURN_IF_ERROR(store_->Write(batch, /*sync=*/true));  // the commit point
+  ZV_RETURN_IF_ERROR(WriteCurrent(root_, next->number));
+
+  std::unique_ptr<Generation> retired;
+  {
+    std::unique_lock<RwLock> l(mu_);
+    meta_.generation = meta.generation;
+    retired = std::exchange(g_, std::move(next));
+  }
+  retired->writer->Retire();
+  const auto old_dir = retired->dir;
+  retired.reset();
+  // Attached readers keep their mappings of the unlinked files until they
+  // re-attach.
+  std::filesystem::remove_all(old_dir, ec);
+  return OkStatus();
+}
+
+}  // namespace zv::index

@@ -1,0 +1,111 @@
+// Database: one data directory = one RocksDB meta store (<data>/meta) + one
+// folder of segment generations per collection
+// (<data>/collections/<name>/gen.NNNNNN).
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "index/collection_impl.h"
+#include "index/validate.h"
+
+namespace zv::index {
+namespace {
+
+class DatabaseImpl : public Database {
+ public:
+  DatabaseImpl(std::filesystem::path data_dir, std::shared_ptr<MetaStore> store)
+      : data_dir_(std::move(data_dir)), store_(std::move(store)) {}
+
+  Status LoadCollections() {
+    ZV_ASSIGN_OR_RETURN(auto metas, store_->ListCollections());
+    for (const CollectionMeta& meta : metas) {
+      ZV_ASSIGN_OR_RETURN(auto c,
+                          CollectionImpl::Open(store_, Root(meta.name), meta));
+      collections_.emplace(meta.name, std::move(c));
+    }
+    // Folders without a catalog entry are creates or drops that crashed
+    // halfway.
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(data_dir_ / "collections", ec)) {
+      if (!collections_.count(entry.path().filename().string())) {
+        std::filesystem::remove_all(entry.path(), ec);
+      }
+    }
+    return OkStatus();
+  }
+
+  StatusOr<std::shared_ptr<Collection>> CreateCollection(
+      const std::string& name, const CollectionOptions& options) override {
+    ZV_RETURN_IF_ERROR(ValidateCollectionName(name));
+    ZV_RETURN_IF_ERROR(ValidateCollectionOptions(options));
+    std::lock_guard<std::mutex> l(mu_);
+    if (collections_.count(name)) {
+      return AlreadyExistsError("collection '" + name + "' already exists");
+    }
+    ZV_ASSIGN_OR_RETURN(
+        auto c, CollectionImpl::Create(store_, Root(name), name, options));
+    collections_.emplace(name, c);
+    return std::shared_ptr<Collection>(c);
+  }
+
+  Status DropCollection(const std::string& name) override {
+    ZV_RETURN_IF_ERROR(ValidateCollectionName(name));
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = collections_.find(name);
+    if (it == collections_.end())
+      return NotFoundError("collection '" + name + "' not found");
+    it->second->MarkDropped();
+    ZV_RETURN_IF_ERROR(store_->DropCollection(name));
+    collections_.erase(it);
+    std::error_code ec;
+    std::filesystem::remove_all(Root(name), ec);
+    return OkStatus();
+  }
+
+  std::vector<std::string> ListCollections() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::string> names;
+    for (const auto& [name, c] : collections_) names.push_back(name);
+    return names;  // std::map: sorted
+  }
+
+  StatusOr<std::shared_ptr<Collection>> GetCollection(
+      const std::string& name) const override {
+    ZV_RETURN_IF_ERROR(ValidateCollectionName(name));
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = collections_.find(name);
+    if (it == collections_.end())
+      return NotFoundError("collection '" + name + "' not found");
+    return std::shared_ptr<Collection>(it->second);
+  }
+
+ private:
+  std::filesystem::path Root(const std::string& name) const {
+    return data_dir_ / "collections" / name;
+  }
+
+  std::filesystem::path data_dir_;
+  std::shared_ptr<MetaStore> store_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<CollectionImpl>> collections_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Database>> Database::Open(
+    const std::filesystem::path& data_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir / "collections", ec);
+  if (ec) {
+    return InternalError((data_dir / "collections").string() +
+                         ": cannot create: " + ec.message());
+  }
+  ZV_ASSIGN_OR_RETURN(std::shared_ptr<MetaStore> store,
+                      MetaStore::Open(data_dir / "meta"));
+  auto db = std::make_unique<DatabaseImpl>(data_dir, std::move(store));
+  ZV_RETURN_IF_ERROR(db->LoadCollections());
+  return std::unique_ptr<Database>(std::move(db));
+}
+
+}  // namespace zv::index

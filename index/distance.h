@@ -1,0 +1,18 @@
+// Distance kernels for rows in place. Rows and padded queries are row_stride
+// floats (a multiple of 16, zero padded), so the loops need no tail. Built for
+// AVX2+FMA with a portable fallback chosen at load time (the Debian faiss build
+// is SSE only).
+#ifndef ZEROVEC_INDEX_DISTANCE_H_
+#define ZEROVEC_INDEX_DISTANCE_H_
+
+#include <cstddef>
+
+namespace zv::index {
+
+// d must be a multiple of 16.
+float InnerProduct16(const float* a, const float* b, size_t d);
+float L2Sqr16(const float* a, const float* b, size_t d);
+
+}  // namespace zv::index
+
+#endif  // ZEROVEC_INDEX_DISTANCE_H_

@@ -1,0 +1,128 @@
+#include "index/filter.h"
+
+#include <algorithm>
+
+namespace zv::index {
+
+Status ValidateFilter(const Filter& filter) {
+  if (filter.min_timestamp_ms && filter.max_timestamp_ms &&
+      *filter.min_timestamp_ms > *filter.max_timestamp_ms) {
+    return InvalidArgumentError("filter.min_timestamp_ms (" +
+                                std::to_string(*filter.min_timestamp_ms) +
+                                ") is greater than filter.max_timestamp_ms (" +
+                                std::to_string(*filter.max_timestamp_ms) + ")");
+  }
+  for (const auto& [key, value] : filter.metadata_equals) {
+    if (key.empty())
+      return InvalidArgumentError("filter.metadata_equals: empty key");
+  }
+  return OkStatus();
+}
+
+AttributeTable::AttributeTable() { Intern(""); }
+
+uint32_t AttributeTable::Intern(const std::string& s) {
+  auto [it, inserted] =
+      string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
+  if (inserted) strings_.push_back(s);
+  return it->second;
+}
+
+std::optional<uint32_t> AttributeTable::Lookup(const std::string& s) const {
+  auto it = string_ids_.find(s);
+  if (it == string_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AttributeTable::Append(const Record& r, bool present) {
+  present_.push_back(present);
+  ns_.push_back(Intern(r.ns));
+  ts_.push_back(r.timestamp_ms);
+  const size_t first = meta_.size();
+  for (const auto& [k, v] : r.metadata)
+    meta_.emplace_back(Intern(k), Intern(v));
+  std::sort(meta_.begin() + first, meta_.end());
+  meta_off_.push_back(meta_.size());
+  ids_.append(r.id);
+  id_off_.push_back(ids_.size());
+}
+
+void AttributeTable::Describe(uint64_t row, bool with_metadata,
+                              Record* out) const {
+  out->id = std::string(id(row));
+  out->ns = ns(row);
+  out->timestamp_ms = ts_[row];
+  if (!with_metadata) return;
+  for (uint64_t i = meta_off_[row]; i < meta_off_[row + 1]; ++i) {
+    out->metadata.emplace(strings_[meta_[i].first], strings_[meta_[i].second]);
+  }
+}
+
+CompiledFilter AttributeTable::Compile(const Filter& filter) const {
+  CompiledFilter f;
+  f.any = filter.empty();
+  if (filter.ns) {
+    f.ns = Lookup(*filter.ns);
+    if (!f.ns) f.impossible = true;
+  }
+  for (const auto& [k, v] : filter.metadata_equals) {
+    auto kid = Lookup(k), vid = Lookup(v);
+    if (!kid || !vid) {
+      f.impossible = true;
+      continue;
+    }
+    f.metadata.emplace_back(*kid, *vid);
+  }
+  std::sort(f.metadata.begin(), f.metadata.end());
+  f.min_ts = filter.min_timestamp_ms.value_or(INT64_MIN);
+  f.max_ts = filter.max_timestamp_ms.value_or(INT64_MAX);
+  return f;
+}
+
+bool AttributeTable::Matches(uint64_t row, const CompiledFilter& f) const {
+  if (!present_[row] || f.impossible) return false;
+  if (f.any) return true;
+  if (f.ns && ns_[row] != *f.ns) return false;
+  if (ts_[row] < f.min_ts || ts_[row] > f.max_ts) return false;
+  // Both sorted by key id: one merge pass (keys are unique per row).
+  auto it = meta_.begin() + meta_off_[row];
+  const auto end = meta_.begin() + meta_off_[row + 1];
+  for (const auto& want : f.metadata) {
+    while (it != end && it->first < want.first) ++it;
+    if (it == end || *it != want) return false;
+  }
+  return true;
+}
+
+size_t AttributeTable::MemoryBytes() const {
+  size_t strings = 0;
+  for (const auto& s : strings_) strings += s.capacity() + sizeof(s) + 32;
+  return strings + ns_.capacity() * 4 + ts_.capacity() * 8 +
+         present_.capacity() / 8 + meta_off_.capacity() * 8 +
+         meta_.capacity() * 8 + id_off_.capacity() * 8 + ids_.capacity();
+}
+
+RowBitmap::RowBitmap(const shm::SegmentView& view, const AttributeTable& table,
+                     const CompiledFilter& f, uint64_t limit)
+    : limit_(std::min(limit, table.size())), bits_((limit_ + 63) / 64, 0) {
+  if (f.impossible) return;
+  for (uint64_t row = 0; row < limit_; ++row) {
+    if (table.Matches(row, f) && !view.IsTombstoned(row)) {
+      bits_[row >> 6] |= uint64_t{1} << (row & 63);
+      ++count_;
+    }
+  }
+}
+
+std::vector<int64_t> RowBitmap::Rows() const {
+  std::vector<int64_t> rows;
+  rows.reserve(count_);
+  for (uint64_t w = 0; w < bits_.size(); ++w) {
+    for (uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1) {
+      rows.push_back(static_cast<int64_t>(w * 64 + __builtin_ctzll(bits)));
+    }
+  }
+  return rows;
+}
+
+}  // namespace zv::index

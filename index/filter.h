@@ -1,0 +1,123 @@
+// Search filters: a compact per-row attribute table (namespace, timestamp,
+// metadata, external id) rebuilt from the meta store on open, and
+// faiss::IDSelectors over row numbers that combine a filter with the segment's
+// tombstones.
+#ifndef ZEROVEC_INDEX_FILTER_H_
+#define ZEROVEC_INDEX_FILTER_H_
+
+#include <faiss/impl/IDSelector.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "index/collection.h"
+#include "shm/segment.h"
+
+namespace zv::index {
+
+// INVALID_ARGUMENT naming the field for a malformed filter.
+Status ValidateFilter(const Filter& filter);
+
+// A filter translated to interned ids; `impossible` if some value was never
+// seen.
+struct CompiledFilter {
+  bool any = true;  // no conditions
+  bool impossible = false;
+  std::optional<uint32_t> ns;
+  std::vector<std::pair<uint32_t, uint32_t>> metadata;  // (key, value), sorted
+  int64_t min_ts = INT64_MIN;
+  int64_t max_ts = INT64_MAX;
+};
+
+// Attributes of rows [0, size()), appended in row order. Strings are interned
+// so a row costs a few words plus its id bytes. Not thread-safe: the collection
+// guards it.
+class AttributeTable {
+ public:
+  AttributeTable();
+  // Appends row `size()`; `present` false for a row with no meta entry
+  // (orphan).
+  void Append(const Record& record, bool present = true);
+  void AppendAbsent() { Append(Record(), false); }
+  uint64_t size() const { return ts_.size(); }
+  bool present(uint64_t row) const { return present_[row]; }
+  std::string_view id(uint64_t row) const {
+    return std::string_view(ids_).substr(id_off_[row],
+                                         id_off_[row + 1] - id_off_[row]);
+  }
+  const std::string& ns(uint64_t row) const { return strings_[ns_[row]]; }
+  int64_t timestamp(uint64_t row) const { return ts_[row]; }
+  // Fills id, ns, timestamp (and metadata if asked) of `row`.
+  void Describe(uint64_t row, bool with_metadata, Record* out) const;
+
+  CompiledFilter Compile(const Filter& filter) const;
+  bool Matches(uint64_t row, const CompiledFilter& f) const;
+  size_t MemoryBytes() const;
+
+ private:
+  uint32_t Intern(const std::string& s);
+  std::optional<uint32_t> Lookup(const std::string& s) const;
+
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint32_t> string_ids_;
+  std::vector<uint32_t> ns_;
+  std::vector<int64_t> ts_;
+  std::vector<bool> present_;
+  std::vector<uint64_t> meta_off_{0};
+  std::vector<std::pair<uint32_t, uint32_t>> meta_;  // per row, sorted by key
+  std::vector<uint64_t> id_off_{0};
+  std::string ids_;
+};
+
+// Live rows of `view` (not tombstoned, with attributes) matching a filter, as a
+// bitmap over rows [0, limit), so ANN and exact searches test membership in
+// O(1).
+class RowBitmap : public faiss::IDSelector {
+ public:
+  RowBitmap(const shm::SegmentView& view, const AttributeTable& table,
+            const CompiledFilter& f, uint64_t limit);
+  bool is_member(idx_t row) const override {
+    return row >= 0 && static_cast<uint64_t>(row) < limit_ &&
+           ((bits_[row >> 6] >> (row & 63)) & 1);
+  }
+  uint64_t count() const { return count_; }
+  // Matching rows in increasing order.
+  std::vector<int64_t> Rows() const;
+
+ private:
+  uint64_t limit_;
+  uint64_t count_ = 0;
+  std::vector<uint64_t> bits_;
+};
+
+// Live rows only (no filter): tombstones straight from the segment's atomic
+// bitmap.
+class LiveRows : public faiss::IDSelector {
+ public:
+  explicit LiveRows(const shm::SegmentView& view) : view_(view) {}
+  bool is_member(idx_t row) const override { return !view_.IsTombstoned(row); }
+
+ private:
+  const shm::SegmentView& view_;
+};
+
+// Shifts block-local ids (what faiss's knn functions pass) to row numbers.
+class OffsetSelector : public faiss::IDSelector {
+ public:
+  OffsetSelector(const faiss::IDSelector* rows, int64_t base)
+      : rows_(rows), base_(base) {}
+  bool is_member(idx_t i) const override { return rows_->is_member(base_ + i); }
+
+ private:
+  const faiss::IDSelector* rows_;
+  int64_t base_;
+};
+
+}  // namespace zv::index
+
+#endif  // ZEROVEC_INDEX_FILTER_H_

@@ -1,0 +1,396 @@
+#include "index/meta_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+namespace zv::index {
+namespace {
+
+enum Cf { kDefault = 0, kCatalog, kIds, kRows, kDocuments, kNumCfs };
+const char* const kCfNames[kNumCfs] = {"default", "catalog", "ids", "rows",
+                                       "documents"};
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return OkStatus();
+  StatusCode code = StatusCode::kInternal;
+  if (s.IsNotFound()) code = StatusCode::kNotFound;
+  if (s.IsCorruption()) code = StatusCode::kDataLoss;
+  if (s.IsIOError() && s.subcode() == rocksdb::Status::kNoSpace) {
+    code = StatusCode::kResourceExhausted;
+  }
+  if (s.IsBusy() || s.IsTryAgain()) code = StatusCode::kUnavailable;
+  return Status(code, "meta store " + std::string(what) + ": " + s.ToString());
+}
+
+// --- a tiny length-prefixed binary codec (little-endian hosts only, like
+// shm/).
+void PutU64(std::string* out, uint64_t v) {
+  out->append(reinterpret_cast<char*>(&v), 8);
+}
+void PutStr(std::string* out, std::string_view s) {
+  PutU64(out, s.size());
+  out->append(s);
+}
+void PutBe64(std::string* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i)
+    out->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+  bool U64(uint64_t* v) {
+    if (in_.size() < 8) return false;
+    std::memcpy(v, in_.data(), 8);
+    in_.remove_prefix(8);
+    return true;
+  }
+  bool Str(std::string* s) {
+    uint64_t n;
+    if (!U64(&n) || in_.size() < n) return false;
+    s->assign(in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  bool done() const { return in_.empty(); }
+
+ private:
+  std::string_view in_;
+};
+
+uint64_t Be64(std::string_view s) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(s[i]);
+  return v;
+}
+
+std::string Prefix(const std::string& coll) { return coll + '\0'; }
+std::string IdKey(const std::string& coll, const std::string& id) {
+  return Prefix(coll) + id;
+}
+std::string GenPrefix(const std::string& coll, uint64_t gen) {
+  std::string k = Prefix(coll);
+  PutBe64(&k, gen);
+  return k;
+}
+std::string RowKey(const std::string& coll, uint64_t gen, uint64_t row) {
+  std::string k = GenPrefix(coll, gen);
+  PutBe64(&k, row);
+  return k;
+}
+// The first key after every key starting with `prefix`.
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty() && static_cast<uint8_t>(prefix.back()) == 0xff)
+    prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(prefix.back() + 1);
+  return prefix;
+}
+
+std::string EncodeRecord(const Record& r) {
+  std::string out;
+  PutStr(&out, r.id);
+  PutStr(&out, r.ns);
+  PutU64(&out, static_cast<uint64_t>(r.timestamp_ms));
+  PutU64(&out, r.metadata.size());
+  for (const auto& [k, v] : r.metadata) {
+    PutStr(&out, k);
+    PutStr(&out, v);
+  }
+  return out;
+}
+
+bool DecodeRecord(std::string_view in, Record* r) {
+  Decoder d(in);
+  uint64_t ts, n;
+  if (!d.Str(&r->id) || !d.Str(&r->ns) || !d.U64(&ts) || !d.U64(&n))
+    return false;
+  r->timestamp_ms = static_cast<int64_t>(ts);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string k, v;
+    if (!d.Str(&k) || !d.Str(&v)) return false;
+    r->metadata.emplace(std::move(k), std::move(v));
+  }
+  return d.done();
+}
+
+std::string EncodeIdEntry(const IdEntry& e) {
+  std::string out;
+  PutU64(&out, e.generation);
+  PutU64(&out, e.row);
+  PutU64(&out, e.prev_row ? *e.prev_row + 1 : 0);
+  return out;
+}
+
+bool DecodeIdEntry(std::string_view in, IdEntry* e) {
+  Decoder d(in);
+  uint64_t prev;
+  if (!d.U64(&e->generation) || !d.U64(&e->row) || !d.U64(&prev) || !d.done())
+    return false;
+  if (prev != 0) e->prev_row = prev - 1;
+  return true;
+}
+
+constexpr uint64_t kCatalogVersion = 1;
+
+std::string EncodeMeta(const CollectionMeta& m) {
+  std::string out;
+  PutU64(&out, kCatalogVersion);
+  PutU64(&out, m.options.dim);
+  PutU64(&out, static_cast<uint64_t>(m.options.metric));
+  PutStr(&out, m.options.index.descriptor);
+  PutU64(&out, m.options.rows_per_extent);
+  PutU64(&out, m.options.group.has_value());
+  PutStr(&out, m.options.group.value_or(""));
+  PutU64(&out, m.options.sync);
+  PutU64(&out, m.generation);
+  return out;
+}
+
+bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
+  Decoder d(in);
+  uint64_t version, dim, metric, has_group, sync;
+  std::string group;
+  if (!d.U64(&version) || version != kCatalogVersion || !d.U64(&dim) ||
+      !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
+      !d.U64(&m->options.rows_per_extent) || !d.U64(&has_group) ||
+      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) || !d.done()) {
+    return false;
+  }
+  m->name = std::string(name);
+  m->options.dim = static_cast<uint32_t>(dim);
+  m->options.metric = static_cast<shm::Metric>(metric);
+  if (has_group) m->options.group = group;
+  m->options.sync = sync != 0;
+  return true;
+}
+
+}  // namespace
+
+MetaStore::~MetaStore() {
+  if (db_) {
+    for (auto* cf : cfs_) (void)db_->DestroyColumnFamilyHandle(cf);
+    (void)db_->Close();
+  }
+}
+
+StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(
+    const std::filesystem::path& dir) {
+  return OpenImpl(dir, nullptr);
+}
+
+StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenSecondary(
+    const std::filesystem::path& dir,
+    const std::filesystem::path& secondary_dir) {
+  return OpenImpl(dir, &secondary_dir);
+}
+
+StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenImpl(
+    const std::filesystem::path& dir, const std::filesystem::path* secondary) {
+  std::unique_ptr<MetaStore> store(new MetaStore());
+  store->dir_ = dir;
+  rocksdb::DBOptions options;
+  options.create_if_missing = secondary == nullptr;
+  options.create_missing_column_families = secondary == nullptr;
+  if (secondary)
+    options.max_open_files = -1;  // required by secondary instances
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfds;
+  for (const char* name : kCfNames) {
+    cfds.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s =
+      secondary
+          ? rocksdb::DB::OpenAsSecondary(options, dir.string(),
+                                         secondary->string(), cfds,
+                                         &store->cfs_, &db)
+          : rocksdb::DB::Open(options, dir.string(), cfds, &store->cfs_, &db);
+  if (!s.ok()) return FromRocks(s, "open " + dir.string());
+  store->db_.reset(db);
+  return store;
+}
+
+Status MetaStore::CatchUp() {
+  return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary");
+}
+
+// ----------------------------------------------------------------------------
+// Batch
+
+MetaStore::Batch::Batch() : batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+MetaStore::Batch::~Batch() = default;
+MetaStore::Batch::Batch(Batch&&) noexcept = default;
+MetaStore::Batch& MetaStore::Batch::operator=(Batch&&) noexcept = default;
+
+MetaStore::Batch MetaStore::NewBatch() {
+  Batch b;
+  b.store_ = this;
+  return b;
+}
+
+void MetaStore::Batch::PutCollection(const CollectionMeta& meta) {
+  (void)batch_->Put(store_->cfs_[kCatalog], meta.name, EncodeMeta(meta));
+}
+void MetaStore::Batch::DeleteCollection(const std::string& name) {
+  (void)batch_->Delete(store_->cfs_[kCatalog], name);
+}
+void MetaStore::Batch::PutId(const std::string& coll, const std::string& id,
+                             const IdEntry& e) {
+  (void)batch_->Put(store_->cfs_[kIds], IdKey(coll, id), EncodeIdEntry(e));
+}
+void MetaStore::Batch::DeleteId(const std::string& coll,
+                                const std::string& id) {
+  (void)batch_->Delete(store_->cfs_[kIds], IdKey(coll, id));
+}
+void MetaStore::Batch::PutRow(const std::string& coll, uint64_t gen,
+                              uint64_t row, const Record& record) {
+  const std::string key = RowKey(coll, gen, row);
+  (void)batch_->Put(store_->cfs_[kRows], key, EncodeRecord(record));
+  if (!record.text.empty())
+    (void)batch_->Put(store_->cfs_[kDocuments], key, record.text);
+}
+void MetaStore::Batch::DeleteRow(const std::string& coll, uint64_t gen,
+                                 uint64_t row) {
+  const std::string key = RowKey(coll, gen, row);
+  (void)batch_->Delete(store_->cfs_[kRows], key);
+  (void)batch_->Delete(store_->cfs_[kDocuments], key);
+}
+void MetaStore::Batch::DeleteGeneration(const std::string& coll, uint64_t gen) {
+  const std::string begin = GenPrefix(coll, gen), end = PrefixEnd(begin);
+  (void)batch_->DeleteRange(store_->cfs_[kRows], begin, end);
+  (void)batch_->DeleteRange(store_->cfs_[kDocuments], begin, end);
+}
+size_t MetaStore::Batch::Count() const { return batch_->Count(); }
+
+Status MetaStore::Write(Batch& batch, bool sync) {
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  return FromRocks(db_->Write(wo, batch.batch_.get()), "write");
+}
+
+// ----------------------------------------------------------------------------
+// reads
+
+StatusOr<std::vector<CollectionMeta>> MetaStore::ListCollections() const {
+  std::vector<CollectionMeta> out;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), cfs_[kCatalog]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    CollectionMeta m;
+    if (!DecodeMeta(it->key().ToStringView(), it->value().ToStringView(), &m)) {
+      return DataLossError("meta store catalog: bad entry for collection '" +
+                           it->key().ToString() + "'");
+    }
+    out.push_back(std::move(m));
+  }
+  ZV_RETURN_IF_ERROR(FromRocks(it->status(), "catalog scan"));
+  return out;
+}
+
+StatusOr<std::optional<CollectionMeta>> MetaStore::GetCollection(
+    const std::string& name) const {
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), cfs_[kCatalog], name, &value);
+  if (s.IsNotFound()) return std::optional<CollectionMeta>();
+  ZV_RETURN_IF_ERROR(FromRocks(s, "catalog get"));
+  CollectionMeta m;
+  if (!DecodeMeta(name, value, &m)) {
+    return DataLossError("meta store catalog: bad entry for collection '" +
+                         name + "'");
+  }
+  return std::optional<CollectionMeta>(std::move(m));
+}
+
+Status MetaStore::DropCollection(const std::string& name) {
+  rocksdb::WriteBatch batch;
+  const std::string begin = Prefix(name), end = PrefixEnd(begin);
+  for (int cf : {kIds, kRows, kDocuments}) {
+    (void)batch.DeleteRange(cfs_[cf], begin, end);
+  }
+  (void)batch.Delete(cfs_[kCatalog], name);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "drop collection " + name);
+}
+
+StatusOr<std::optional<IdEntry>> MetaStore::GetId(const std::string& coll,
+                                                  const std::string& id) const {
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), cfs_[kIds], IdKey(coll, id), &value);
+  if (s.IsNotFound()) return std::optional<IdEntry>();
+  ZV_RETURN_IF_ERROR(FromRocks(s, "id get"));
+  IdEntry e;
+  if (!DecodeIdEntry(value, &e))
+    return DataLossError("meta store ids: bad entry for id " + id);
+  return std::optional<IdEntry>(e);
+}
+
+StatusOr<std::optional<Record>> MetaStore::GetRow(const std::string& coll,
+                                                  uint64_t gen, uint64_t row,
+                                                  bool with_text) const {
+  const std::string key = RowKey(coll, gen, row);
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), cfs_[kRows], key, &value);
+  if (s.IsNotFound()) return std::optional<Record>();
+  ZV_RETURN_IF_ERROR(FromRocks(s, "row get"));
+  Record r;
+  if (!DecodeRecord(value, &r)) {
+    return DataLossError("meta store rows: bad entry for row " +
+                         std::to_string(row));
+  }
+  if (with_text) {
+    s = db_->Get(rocksdb::ReadOptions(), cfs_[kDocuments], key, &r.text);
+    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "document get");
+  }
+  return std::optional<Record>(std::move(r));
+}
+
+Status MetaStore::ScanRows(
+    const std::string& coll, uint64_t gen, uint64_t first_row,
+    const std::function<Status(uint64_t, Record)>& fn) const {
+  const std::string prefix = GenPrefix(coll, gen);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kRows]));
+  for (it->Seek(RowKey(coll, gen, first_row)); it->Valid(); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    if (key.size() != prefix.size() + 8) continue;
+    const uint64_t row = Be64(key.substr(prefix.size()));
+    Record r;
+    if (!DecodeRecord(it->value().ToStringView(), &r)) {
+      return DataLossError("meta store rows: bad entry for row " +
+                           std::to_string(row));
+    }
+    ZV_RETURN_IF_ERROR(fn(row, std::move(r)));
+  }
+  return FromRocks(it->status(), "rows scan");
+}
+
+Status MetaStore::ScanIds(
+    const std::string& coll,
+    const std::function<Status(const std::string&, const IdEntry&)>& fn) const {
+  const std::string prefix = Prefix(coll);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kIds]));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    IdEntry e;
+    const std::string id(it->key().ToStringView().substr(prefix.size()));
+    if (!DecodeIdEntry(it->value().ToStringView(), &e)) {
+      return DataLossError("meta store ids: bad entry for id " + id);
+    }
+    ZV_RETURN_IF_ERROR(fn(id, e));
+  }
+  return FromRocks(it->status(), "ids scan");
+}
+
+}  // namespace zv::index

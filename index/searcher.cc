@@ -1,0 +1,87 @@
+#include "index/searcher.h"
+
+#include <algorithm>
+#include <optional>
+
+namespace zv::index {
+namespace {
+
+// Below this many matching rows an exact scan of just those rows beats any ANN
+// (and can never under-fill).
+uint64_t SelectiveLimit(uint64_t rows) {
+  return std::max<uint64_t>(4096, rows / 50);
+}
+
+bool UnderFilled(const TopK& top, uint64_t available) {
+  const int want = static_cast<int>(std::min<uint64_t>(top.k, available));
+  for (size_t q = 0; q < top.nq; ++q) {
+    if (top.Filled(q) < want) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
+    const SearchContext& ctx, std::span<const float> queries,
+    const SearchOptions& options) {
+  const shm::SegmentView& view = *ctx.view;
+  const uint32_t dim = view.info().dim, stride = view.info().row_stride;
+  const size_t nq = queries.size() / dim;
+  const std::vector<float> q = PadQueries(queries, dim, stride);
+  TopK top(nq, options.k, view.info().metric);
+
+  // Which rows qualify: all live rows, or a bitmap of live rows matching the
+  // filter.
+  std::optional<RowBitmap> bitmap;
+  LiveRows live(view);
+  const faiss::IDSelector* sel = nullptr;
+  uint64_t available = ctx.rows - std::min(ctx.rows, view.TombstoneCount());
+  if (!options.filter.empty()) {
+    bitmap.emplace(view, *ctx.attrs, ctx.attrs->Compile(options.filter),
+                   ctx.rows);
+    sel = &*bitmap;
+    available = bitmap->count();
+  } else if (view.TombstoneCount() > 0) {
+    sel = &live;
+  }
+
+  if (available == 0) {
+    // nothing matches
+  } else if (bitmap && available <= SelectiveLimit(ctx.rows)) {
+    const std::vector<int64_t> rows = bitmap->Rows();
+    FlatSearchRows(view, rows, q.data(), nq, &top);
+  } else if (ctx.ann != nullptr && ctx.ann->indexed() > 0) {
+    const uint64_t indexed = std::min(ctx.ann->indexed(), ctx.rows);
+    ZV_RETURN_IF_ERROR(
+        ctx.ann->Search(q.data(), nq, sel, ctx.ann_params, &top));
+    FlatSearch(view, indexed, ctx.rows, q.data(), nq, sel, &top);
+    if (UnderFilled(top, available)) {  // ANN lost some: answer exactly instead
+      top = TopK(nq, options.k, view.info().metric);
+      FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);
+    }
+  } else {
+    FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);
+  }
+
+  std::vector<std::vector<Hit>> hits(nq);
+  for (size_t i = 0; i < nq; ++i) {
+    for (int j = 0; j < top.Filled(i); ++j) {
+      const uint64_t row = top.rows[i * top.k + j];
+      Hit h;
+      h.score = top.dist[i * top.k + j];
+      ctx.attrs->Describe(row, options.include_documents, &h.record);
+      h.id = h.record.id;
+      if (options.include_documents && ctx.store) {
+        ZV_ASSIGN_OR_RETURN(
+            auto rec,
+            ctx.store->GetRow(ctx.collection, ctx.generation, row, true));
+        if (rec) h.record.text = std::move(rec->text);
+      }
+      hits[i].push_back(std::move(h));
+    }
+  }
+  return hits;
+}
+
+}  // namespace zv::index

@@ -1,0 +1,38 @@
+// The search path shared by the writer's Collection and AttachedCollection:
+// filter bitmap, ANN over indexed rows + exact over the rest, exact fallback
+// whenever the ANN under-fills, then rows -> Hits.
+#ifndef ZEROVEC_INDEX_SEARCHER_H_
+#define ZEROVEC_INDEX_SEARCHER_H_
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "index/ann_index.h"
+#include "index/collection.h"
+#include "index/filter.h"
+#include "index/meta_store.h"
+#include "shm/segment.h"
+
+namespace zv::index {
+
+struct SearchContext {
+  const shm::SegmentView* view = nullptr;
+  const AttributeTable* attrs = nullptr;
+  uint64_t rows = 0;              // search rows [0, rows)
+  const AnnIndex* ann = nullptr;  // null: exact only
+  AnnSearchParams ann_params;
+  const MetaStore* store = nullptr;  // for documents
+  std::string collection;
+  uint64_t generation = 0;
+};
+
+// `queries` already validated (nq x dim).
+StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
+    const SearchContext& ctx, std::span<const float> queries,
+    const SearchOptions& options);
+
+}  // namespace zv::index
+
+#endif  // ZEROVEC_INDEX_SEARCHER_H_

@@ -1,0 +1,127 @@
+#include "index/validate.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "index/ann_index.h"
+#include "index/filter.h"
+
+namespace zv::index {
+
+Status ValidateCollectionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return InvalidArgumentError(
+        "collection name must be 1..64 characters, got " +
+        std::to_string(name.size()));
+  }
+  if (name[0] == '-')
+    return InvalidArgumentError("collection name must not start with '-'");
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) {
+      return InvalidArgumentError(
+          "collection name '" + name +
+          "': only [A-Za-z0-9_-] allowed (no '/', '.', spaces)");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateCollectionOptions(const CollectionOptions& options) {
+  if (options.dim == 0 || options.dim > shm::kMaxDim) {
+    return InvalidArgumentError("options.dim must be in [1, " +
+                                std::to_string(shm::kMaxDim) + "], got " +
+                                std::to_string(options.dim));
+  }
+  if (options.metric != shm::Metric::kInnerProduct &&
+      options.metric != shm::Metric::kL2) {
+    return InvalidArgumentError("options.metric: unknown metric");
+  }
+  if (options.rows_per_extent == 0 ||
+      options.rows_per_extent > shm::kMaxRowsPerExtent) {
+    return InvalidArgumentError("options.rows_per_extent must be in [1, 2^24]");
+  }
+  return ParseDescriptor(options.index.descriptor, options.dim).status();
+}
+
+Status ValidateRecords(std::span<const Record> records) {
+  std::unordered_set<std::string_view> seen;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    const std::string field = "records[" + std::to_string(i) + "]";
+    if (r.id.empty()) return InvalidArgumentError(field + ".id is empty");
+    if (r.id.size() > kMaxIdBytes) {
+      return InvalidArgumentError(
+          field + ".id is " + std::to_string(r.id.size()) +
+          " bytes; the limit is " + std::to_string(kMaxIdBytes));
+    }
+    if (!seen.insert(r.id).second) {
+      return InvalidArgumentError(field + ".id '" + r.id +
+                                  "' appears twice in the batch");
+    }
+    for (const auto& [key, value] : r.metadata) {
+      if (key.empty())
+        return InvalidArgumentError(field + ".metadata has an empty key");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
+                       const std::string& field) {
+  if (values.size() != n * dim) {
+    return InvalidArgumentError(
+        field + " has " + std::to_string(values.size()) + " floats; expected " +
+        std::to_string(n) + " x dim " + std::to_string(dim) + " = " +
+        std::to_string(n * dim));
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return InvalidArgumentError(field + "[" + std::to_string(i / dim) + "][" +
+                                  std::to_string(i % dim) +
+                                  "] is not finite (NaN or Inf)");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateSearch(std::span<const float> queries, uint32_t dim,
+                      const SearchOptions& options) {
+  if (options.k <= 0 || options.k > kMaxK) {
+    return InvalidArgumentError("k must be in [1, " + std::to_string(kMaxK) +
+                                "], got " + std::to_string(options.k));
+  }
+  if (queries.empty() || queries.size() % dim != 0) {
+    return InvalidArgumentError(
+        "queries has " + std::to_string(queries.size()) +
+        " floats; expected a positive multiple of dim " + std::to_string(dim));
+  }
+  ZV_RETURN_IF_ERROR(
+      ValidateVectors(queries, queries.size() / dim, dim, "queries"));
+  return ValidateFilter(options.filter);
+}
+
+Status ValidateIds(std::span<const std::string> ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].empty())
+      return InvalidArgumentError("ids[" + std::to_string(i) + "] is empty");
+    if (ids[i].size() > kMaxIdBytes) {
+      return InvalidArgumentError("ids[" + std::to_string(i) +
+                                  "] is longer than " +
+                                  std::to_string(kMaxIdBytes) + " bytes");
+    }
+  }
+  return OkStatus();
+}
+
+int64_t HashId(std::string_view id) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : id) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(h >> 1);
+}
+
+}  // namespace zv::index

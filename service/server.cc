@@ -1,0 +1,137 @@
+#include "service/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include <mutex>
+#include <utility>
+
+#include "embed/embedder.h"
+#include "index/collection.h"
+#include "service/auth.h"
+#include "service/zerovec_service.h"
+
+namespace zv::service {
+namespace {
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(const ServerOptions& options, std::unique_ptr<index::Database> db,
+             std::unique_ptr<embed::Embedder> embedder)
+      : options_(options),
+        db_(std::move(db)),
+        embedder_(std::move(embedder)),
+        auth_(options.auth_token),
+        service_(db_.get(), embedder_.get(), options.limits, &auth_) {}
+
+  ~ServerImpl() override {
+    Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  Status Listen() {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(&service_);
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(options_.limits.max_message_bytes));
+    builder.SetMaxSendMessageSize(
+        static_cast<int>(options_.limits.max_message_bytes));
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(MakeAuthInterceptorFactory(&auth_));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      return UnavailableError("listen " + options_.listen +
+                              ": cannot bind (address in use or invalid?)");
+    }
+    return OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return done_; });
+  }
+
+  void Shutdown(std::chrono::system_clock::time_point deadline) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (shutting_down_) {
+        done_cv_.wait(lock, [&] { return done_; });
+        return;
+      }
+      shutting_down_ = true;
+    }
+    if (server_) {
+      server_->GetHealthCheckService()
+          ->Shutdown();             // probes now see NOT_SERVING
+      server_->Shutdown(deadline);  // in-flight calls finish
+      server_->Wait();
+    }
+    server_.reset();
+    db_.reset();  // closes collections: all acknowledged writes are on disk
+    embedder_.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    done_cv_.notify_all();
+  }
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<index::Database> db_;
+  std::unique_ptr<embed::Embedder> embedder_;
+  BearerAuth auth_;
+  ZeroVecService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool shutting_down_ = false;
+  bool done_ = false;
+};
+
+StatusOr<embed::DevicePreference> ParseDevice(const std::string& device) {
+  if (device == "auto") return embed::DevicePreference::kAuto;
+  if (device == "cpu") return embed::DevicePreference::kCpu;
+  if (device == "cuda") return embed::DevicePreference::kCuda;
+  return InvalidArgumentError("device: expected auto, cpu or cuda, got \"" +
+                              device + "\"");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (options.auth_token && options.auth_token->empty()) {
+    return InvalidArgumentError("auth_token: empty token");
+  }
+  std::unique_ptr<embed::Embedder> embedder;
+  if (!options.model_dir.empty()) {
+    ZV_ASSIGN_OR_RETURN(auto device, ParseDevice(options.device));
+    embed::EmbedderOptions eo;
+    eo.model_dir = options.model_dir;
+    eo.device = device;
+    auto created = embed::Embedder::Create(eo);
+    if (!created.ok())
+      return created.status().WithContext("model " +
+                                          options.model_dir.string());
+    embedder = std::move(created).value();
+  }
+  auto db = index::Database::Open(options.data_dir);
+  if (!db.ok())
+    return db.status().WithContext("data " + options.data_dir.string());
+  auto server = std::make_unique<ServerImpl>(options, std::move(db).value(),
+                                             std::move(embedder));
+  ZV_RETURN_IF_ERROR(server->Listen());
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace zv::service

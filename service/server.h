@@ -1,0 +1,60 @@
+// The ZeroVec gRPC server: zerovec.v1.ZeroVec over index/ and embed/, plus the
+// standard grpc.health.v1 health service and server reflection. The one public
+// header of service/.
+#ifndef ZEROVEC_SERVICE_SERVER_H_
+#define ZEROVEC_SERVICE_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+namespace zv::service {
+
+// Request limits; a request over one answers RESOURCE_EXHAUSTED (or
+// INVALID_ARGUMENT for a malformed request) and changes nothing.
+struct Limits {
+  int max_batch = 1024;           // items / ids / queries / texts per request
+  int max_k = 1000;               // hits per query
+  size_t max_text_bytes = 32768;  // one document or query text
+  size_t max_message_bytes = 64 << 20;  // one received message
+  int max_concurrent_requests = 256;    // in flight at once, over all RPCs
+};
+
+struct ServerOptions {
+  std::filesystem::path data_dir = "./zerovec-data";
+  // host:port; port 0 picks a free port (see Server::port()).
+  std::string listen = "127.0.0.1:50051";
+  // Checkpoint folder of the embedding model. Empty: no model, so only vector
+  // requests are served (text requests answer FAILED_PRECONDITION).
+  std::filesystem::path model_dir;
+  // "auto", "cpu" or "cuda".
+  std::string device = "auto";
+  // When set, every RPC but health needs "authorization: Bearer <token>".
+  std::optional<std::string> auth_token;
+  Limits limits;
+};
+
+class Server {
+ public:
+  // Opens the data directory, loads the model, and starts listening.
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+
+  virtual ~Server() = default;
+
+  // The bound TCP port (the chosen one when listen asked for port 0).
+  virtual int port() const = 0;
+  // Blocks until Shutdown() has completed.
+  virtual void Wait() = 0;
+  // Stops accepting calls, lets in-flight calls finish until `deadline` (then
+  // cancels them), and closes the collections. Idempotent; thread-safe.
+  virtual void Shutdown(std::chrono::system_clock::time_point deadline) = 0;
+};
+
+}  // namespace zv::service
+
+#endif  // ZEROVEC_SERVICE_SERVER_H_

@@ -1,0 +1,310 @@
+#include "service/validation.h"
+
+#include <cmath>
+#include <string>
+#include <unordered_set>
+
+#include "index/collection.h"
+
+namespace zv::service {
+namespace {
+
+using zerovec::v1::Query;
+
+std::string Field(std::string_view base, int i) {
+  return std::string(base) + "[" + std::to_string(i) + "]";
+}
+
+Status Invalid(std::string_view field, const std::string& what) {
+  return InvalidArgumentError(std::string(field) + ": " + what);
+}
+
+Status Exhausted(std::string_view field, const std::string& what) {
+  return ResourceExhaustedError(std::string(field) + ": " + what);
+}
+
+Status CheckBatchSize(std::string_view field, int n, const Limits& limits) {
+  if (n == 0) return Invalid(field, "empty; send at least one");
+  if (n > limits.max_batch) {
+    return Exhausted(field, std::to_string(n) + " entries, the limit is " +
+                                std::to_string(limits.max_batch) +
+                                " (max_batch)");
+  }
+  return OkStatus();
+}
+
+Status CheckId(std::string_view field, const std::string& id) {
+  if (id.empty()) return Invalid(field, "empty id");
+  if (id.size() > index::kMaxIdBytes) {
+    return Invalid(field, "id of " + std::to_string(id.size()) +
+                              " bytes, the limit is " +
+                              std::to_string(index::kMaxIdBytes));
+  }
+  return OkStatus();
+}
+
+Status CheckText(std::string_view field, const std::string& text,
+                 const Limits& limits) {
+  if (text.size() > limits.max_text_bytes) {
+    return Exhausted(
+        field, std::to_string(text.size()) + " bytes, the limit is " +
+                   std::to_string(limits.max_text_bytes) + " (max_text_bytes)");
+  }
+  return OkStatus();
+}
+
+template <typename Values>
+Status CheckFinite(std::string_view field, const Values& values) {
+  for (int j = 0; j < values.size(); ++j) {
+    if (!std::isfinite(values[j])) {
+      return Invalid(std::string(field) + "[" + std::to_string(j) + "]",
+                     "not a finite number");
+    }
+  }
+  return OkStatus();
+}
+
+Status CheckDim(std::string_view field, int got, uint32_t dim) {
+  if (static_cast<uint32_t>(got) != dim) {
+    return Invalid(field, "expected " + std::to_string(dim) + " values, got " +
+                              std::to_string(got));
+  }
+  return OkStatus();
+}
+
+Status CheckK(int32_t k, const Limits& limits) {
+  if (k < 0)
+    return Invalid("k",
+                   "must be positive (0 means 10), got " + std::to_string(k));
+  if (EffectiveK(k) > limits.max_k) {
+    return Exhausted("k", std::to_string(k) + " hits, the limit is " +
+                              std::to_string(limits.max_k) + " (max_k)");
+  }
+  return OkStatus();
+}
+
+Status CheckMetadata(
+    std::string_view field,
+    const google::protobuf::Map<std::string, std::string>& metadata) {
+  if (metadata.size() > static_cast<size_t>(kMaxMetadataEntries)) {
+    return Invalid(field, std::to_string(metadata.size()) +
+                              " entries, the limit is " +
+                              std::to_string(kMaxMetadataEntries));
+  }
+  for (const auto& [key, value] : metadata) {
+    if (key.empty()) return Invalid(field, "empty key");
+    if (key.size() > kMaxMetadataKeyBytes) {
+      return Invalid(
+          std::string(field) + "[" + key.substr(0, 32) + "...]",
+          "key longer than " + std::to_string(kMaxMetadataKeyBytes) + " bytes");
+    }
+    if (value.size() > kMaxMetadataValueBytes) {
+      return Invalid(std::string(field) + "[" + key + "]",
+                     "value longer than " +
+                         std::to_string(kMaxMetadataValueBytes) + " bytes");
+    }
+  }
+  return OkStatus();
+}
+
+Status CheckNamespace(std::string_view field, const std::string& ns) {
+  if (ns.size() > kMaxNamespaceBytes) {
+    return Invalid(
+        field, "longer than " + std::to_string(kMaxNamespaceBytes) + " bytes");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ValidateCollectionName(std::string_view field, const std::string& name) {
+  Status s = index::ValidateCollectionName(name);
+  if (!s.ok()) return Invalid(field, s.message());
+  return OkStatus();
+}
+
+Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
+                                uint32_t model_dim) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req.name()));
+  if (req.dim() == 0 && model_dim == 0) {
+    return Invalid(
+        "dim",
+        "0 means the server model's dimension, but the server has no model");
+  }
+  if (req.dim() > kMaxDim) {
+    return Invalid("dim", std::to_string(req.dim()) + " is over the limit of " +
+                              std::to_string(kMaxDim));
+  }
+  if (!zerovec::v1::Metric_IsValid(req.metric())) {
+    return Invalid("metric", "unknown value " + std::to_string(req.metric()));
+  }
+  if (req.index().size() > kMaxIndexDescriptorBytes) {
+    return Invalid("index", "descriptor longer than " +
+                                std::to_string(kMaxIndexDescriptorBytes) +
+                                " bytes");
+  }
+  for (char c : req.index()) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != ',' && c != '_') {
+      return Invalid("index",
+                     "unexpected character in descriptor \"" + req.index() +
+                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ48\")");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateUpsert(const zerovec::v1::UpsertRequest& req,
+                      const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  ZV_RETURN_IF_ERROR(CheckBatchSize("items", req.items_size(), limits));
+  std::unordered_set<std::string_view> seen;
+  for (int i = 0; i < req.items_size(); ++i) {
+    const auto& item = req.items(i);
+    const std::string f = Field("items", i);
+    ZV_RETURN_IF_ERROR(CheckId(f + ".id", item.id()));
+    if (!seen.insert(item.id()).second) {
+      return Invalid(f + ".id",
+                     "duplicate id \"" + item.id() + "\" in this request");
+    }
+    ZV_RETURN_IF_ERROR(CheckText(f + ".text", item.text(), limits));
+    if (item.text().empty() && item.vector_size() == 0) {
+      return Invalid(f, "has neither text nor vector");
+    }
+    ZV_RETURN_IF_ERROR(CheckFinite(f + ".vector", item.vector()));
+    ZV_RETURN_IF_ERROR(CheckNamespace(f + ".namespace", item.namespace_()));
+    ZV_RETURN_IF_ERROR(CheckMetadata(f + ".metadata", item.metadata()));
+    if (item.timestamp_ms() < 0) {
+      return Invalid(f + ".timestamp_ms",
+                     "negative (" + std::to_string(item.timestamp_ms()) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateUpsertDims(const zerovec::v1::UpsertRequest& req, uint32_t dim,
+                          bool has_model) {
+  for (int i = 0; i < req.items_size(); ++i) {
+    const auto& item = req.items(i);
+    if (item.vector_size() == 0) {
+      if (!has_model) {
+        return FailedPreconditionError(
+            Field("items", i) +
+            ".text: the server has no model to embed text; "
+            "send a vector");
+      }
+      continue;
+    }
+    ZV_RETURN_IF_ERROR(
+        CheckDim(Field("items", i) + ".vector", item.vector_size(), dim));
+  }
+  return OkStatus();
+}
+
+Status ValidateQuery(std::string_view field, const Query& query,
+                     const Limits& limits) {
+  switch (query.query_case()) {
+    case Query::kText:
+      if (query.text().empty())
+        return Invalid(std::string(field) + ".text", "empty");
+      return CheckText(std::string(field) + ".text", query.text(), limits);
+    case Query::kVector:
+      if (query.vector().values_size() == 0) {
+        return Invalid(std::string(field) + ".vector", "empty");
+      }
+      return CheckFinite(std::string(field) + ".vector",
+                         query.vector().values());
+    case Query::QUERY_NOT_SET:
+      break;
+  }
+  return Invalid(field, "set either text or vector");
+}
+
+Status ValidateQueryDim(std::string_view field, const Query& query,
+                        uint32_t dim, bool has_model) {
+  if (query.has_text()) {
+    if (!has_model) {
+      return FailedPreconditionError(
+          std::string(field) +
+          ".text: the server has no model to embed text; "
+          "send a vector");
+    }
+    return OkStatus();
+  }
+  return CheckDim(std::string(field) + ".vector", query.vector().values_size(),
+                  dim);
+}
+
+Status ValidateFilter(const zerovec::v1::Filter& filter) {
+  ZV_RETURN_IF_ERROR(CheckNamespace("filter.namespace", filter.namespace_()));
+  ZV_RETURN_IF_ERROR(
+      CheckMetadata("filter.metadata_equals", filter.metadata_equals()));
+  if (filter.min_timestamp_ms() < 0) {
+    return Invalid("filter.min_timestamp_ms", "negative");
+  }
+  if (filter.max_timestamp_ms() < 0) {
+    return Invalid("filter.max_timestamp_ms", "negative");
+  }
+  if (filter.max_timestamp_ms() != 0 &&
+      filter.min_timestamp_ms() > filter.max_timestamp_ms()) {
+    return Invalid("filter", "min_timestamp_ms " +
+                                 std::to_string(filter.min_timestamp_ms()) +
+                                 " is after max_timestamp_ms " +
+                                 std::to_string(filter.max_timestamp_ms()));
+  }
+  return OkStatus();
+}
+
+Status ValidateSearch(const zerovec::v1::SearchRequest& req,
+                      const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  ZV_RETURN_IF_ERROR(ValidateQuery("query", req.query(), limits));
+  ZV_RETURN_IF_ERROR(CheckK(req.k(), limits));
+  return ValidateFilter(req.filter());
+}
+
+Status ValidateSearchBatch(const zerovec::v1::SearchBatchRequest& req,
+                           const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  ZV_RETURN_IF_ERROR(CheckBatchSize("queries", req.queries_size(), limits));
+  for (int i = 0; i < req.queries_size(); ++i) {
+    ZV_RETURN_IF_ERROR(
+        ValidateQuery(Field("queries", i), req.queries(i), limits));
+  }
+  ZV_RETURN_IF_ERROR(CheckK(req.k(), limits));
+  return ValidateFilter(req.filter());
+}
+
+namespace {
+template <typename Ids>
+Status CheckIds(const Ids& ids, const Limits& limits) {
+  ZV_RETURN_IF_ERROR(CheckBatchSize("ids", ids.size(), limits));
+  for (int i = 0; i < ids.size(); ++i)
+    ZV_RETURN_IF_ERROR(CheckId(Field("ids", i), ids[i]));
+  return OkStatus();
+}
+}  // namespace
+
+Status ValidateGet(const zerovec::v1::GetRequest& req, const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  return CheckIds(req.ids(), limits);
+}
+
+Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
+                      const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  return CheckIds(req.ids(), limits);
+}
+
+Status ValidateEmbed(const zerovec::v1::EmbedRequest& req, const Limits& limits,
+                     bool has_model) {
+  ZV_RETURN_IF_ERROR(CheckBatchSize("texts", req.texts_size(), limits));
+  for (int i = 0; i < req.texts_size(); ++i) {
+    if (req.texts(i).empty()) return Invalid(Field("texts", i), "empty");
+    ZV_RETURN_IF_ERROR(CheckText(Field("texts", i), req.texts(i), limits));
+  }
+  if (!has_model)
+    return FailedPreconditionError("the server has no model to embed text");
+  return OkStatus();
+}
+
+}  // namespace zv::service

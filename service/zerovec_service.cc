@@ -1,0 +1,461 @@
+#include "service/zerovec_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "service/validation.h"
+
+namespace zv::service {
+namespace {
+
+namespace pb = zerovec::v1;
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+}
+
+shm::Metric ToMetric(pb::Metric m) {
+  return m == pb::METRIC_L2 ? shm::Metric::kL2 : shm::Metric::kInnerProduct;
+}
+
+pb::Metric FromMetric(shm::Metric m) {
+  return m == shm::Metric::kL2 ? pb::METRIC_L2 : pb::METRIC_INNER_PRODUCT;
+}
+
+void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
+  out->set_name(info.name);
+  out->set_dim(info.dim);
+  out->set_metric(FromMetric(info.metric));
+  out->set_index(info.index_descriptor);
+  out->set_rows(info.rows);
+  out->set_live_rows(info.live_rows);
+  out->set_tombstones(info.tombstones);
+  out->set_generation(info.generation);
+}
+
+index::Filter ToFilter(const pb::Filter& f) {
+  index::Filter out;
+  if (!f.namespace_().empty()) out.ns = f.namespace_();
+  out.metadata_equals.insert(f.metadata_equals().begin(),
+                             f.metadata_equals().end());
+  if (f.min_timestamp_ms() != 0) out.min_timestamp_ms = f.min_timestamp_ms();
+  if (f.max_timestamp_ms() != 0) out.max_timestamp_ms = f.max_timestamp_ms();
+  return out;
+}
+
+void ToProto(const index::Hit& hit, bool include_documents, pb::Hit* out) {
+  out->set_id(hit.id);
+  out->set_score(hit.score);
+  out->set_namespace_(hit.record.ns);
+  out->set_timestamp_ms(hit.record.timestamp_ms);
+  if (include_documents) {
+    out->set_text(hit.record.text);
+    out->mutable_metadata()->insert(hit.record.metadata.begin(),
+                                    hit.record.metadata.end());
+  }
+}
+
+void ToProto(const OpSnapshot& s, pb::OpStats* out) {
+  out->set_count(s.count);
+  out->set_errors(s.errors);
+  out->set_p50_us(s.p50_us);
+  out->set_p95_us(s.p95_us);
+  out->set_p99_us(s.p99_us);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
+                               const Limits& limits, const BearerAuth* auth)
+    : db_(db),
+      embedder_(embedder),
+      limits_(limits),
+      auth_(auth),
+      started_(std::chrono::steady_clock::now()) {}
+
+grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
+                                    const std::function<Status()>& body) {
+  if (!auth_->Check(*ctx)) {
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        "missing or invalid token: send metadata \"authorization: Bearer "
+        "<token>\"");
+  }
+  const int now = in_flight_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  struct Release {
+    std::atomic<int>* n;
+    ~Release() { n->fetch_sub(1, std::memory_order_acq_rel); }
+  } release{&in_flight_};
+  if (now > limits_.max_concurrent_requests) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "server busy: more than " +
+            std::to_string(limits_.max_concurrent_requests) +
+            " requests in flight (max_concurrent_requests); retry later");
+  }
+  try {
+    return ToGrpc(body());
+  } catch (const std::bad_alloc&) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        std::string("internal error: ") + e.what());
+  }
+}
+
+uint32_t ZeroVecService::model_dim() const {
+  return embedder_ ? static_cast<uint32_t>(embedder_->info().dim) : 0;
+}
+
+StatusOr<std::shared_ptr<index::Collection>> ZeroVecService::Lookup(
+    const std::string& name) const {
+  auto coll = db_->GetCollection(name);
+  if (!coll.ok()) {
+    if (coll.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("collection: no collection named \"" + name + "\"");
+    }
+    return coll.status();
+  }
+  return std::move(coll).value();
+}
+
+grpc::Status ZeroVecService::CreateCollection(
+    grpc::ServerContext* ctx, const pb::CreateCollectionRequest* req,
+    pb::CreateCollectionResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateCreateCollection(*req, model_dim()));
+    if (db_->GetCollection(req->name()).ok()) {
+      return AlreadyExistsError("name: a collection named \"" + req->name() +
+                                "\" already exists");
+    }
+    index::CollectionOptions options;
+    options.dim = req->dim() != 0 ? req->dim() : model_dim();
+    options.metric = ToMetric(req->metric());
+    options.index.descriptor = req->index().empty() ? "Flat" : req->index();
+    ZV_ASSIGN_OR_RETURN(auto coll, db_->CreateCollection(req->name(), options));
+    ToProto(coll->Describe(), resp->mutable_collection());
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::DropCollection(
+    grpc::ServerContext* ctx, const pb::DropCollectionRequest* req,
+    pb::DropCollectionResponse*) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
+    ZV_RETURN_IF_ERROR(Lookup(req->name()).status());
+    return db_->DropCollection(req->name());
+  });
+}
+
+grpc::Status ZeroVecService::ListCollections(
+    grpc::ServerContext* ctx, const pb::ListCollectionsRequest*,
+    pb::ListCollectionsResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    std::vector<std::string> names = db_->ListCollections();
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) {
+      auto coll = db_->GetCollection(name);
+      if (!coll.ok()) continue;  // dropped meanwhile
+      ToProto((*coll)->Describe(), resp->add_collections());
+    }
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::DescribeCollection(
+    grpc::ServerContext* ctx, const pb::DescribeCollectionRequest* req,
+    pb::CollectionInfo* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
+    ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->name()));
+    ToProto(coll->Describe(), resp);
+    return OkStatus();
+  });
+}
+
+Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
+                                uint64_t* upserted) {
+  ZV_RETURN_IF_ERROR(ValidateUpsert(req, limits_));
+  ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req.collection()));
+  const uint32_t dim = coll->Describe().dim;
+  ZV_RETURN_IF_ERROR(ValidateUpsertDims(req, dim, embedder_ != nullptr));
+  const int n = req.items_size();
+  std::vector<index::Record> records(n);
+  bool any_text = false;
+  const int64_t now = NowMs();
+  for (int i = 0; i < n; ++i) {
+    const pb::Item& item = req.items(i);
+    index::Record& r = records[i];
+    r.id = item.id();
+    r.text = item.text();
+    r.ns = item.namespace_();
+    r.metadata.insert(item.metadata().begin(), item.metadata().end());
+    r.timestamp_ms = item.timestamp_ms() != 0 ? item.timestamp_ms() : now;
+    any_text |= item.vector_size() == 0;
+  }
+  if (any_text && model_dim() != dim) {
+    return FailedPreconditionError(
+        "items: collection \"" + req.collection() + "\" has dim " +
+        std::to_string(dim) + " but the server model makes " +
+        std::to_string(model_dim()) + "; send vectors");
+  }
+  // Vectors land straight in the segment rows: given ones are copied from the
+  // request, text ones are written there by the embedder (ingest path).
+  index::RowFiller fill = [&](std::span<float* const> rows) -> Status {
+    std::vector<std::string_view> texts;
+    std::vector<float*> text_rows;
+    for (int i = 0; i < n; ++i) {
+      const pb::Item& item = req.items(i);
+      if (item.vector_size() != 0) {
+        std::memcpy(rows[i], item.vector().data(), sizeof(float) * dim);
+      } else {
+        texts.push_back(item.text());
+        text_rows.push_back(rows[i]);
+      }
+    }
+    if (texts.empty()) return OkStatus();
+    ScopedOpTimer timer(&embed_stats_);
+    Status s = embedder_->EmbedInto(texts, text_rows);
+    timer.set_ok(s.ok());
+    return s;
+  };
+  ZV_RETURN_IF_ERROR(coll->UpsertInPlace(records, fill));
+  *upserted += n;
+  return OkStatus();
+}
+
+grpc::Status ZeroVecService::Upsert(grpc::ServerContext* ctx,
+                                    const pb::UpsertRequest* req,
+                                    pb::UpsertResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ScopedOpTimer timer(&upsert_stats_);
+    uint64_t upserted = 0;
+    Status s = DoUpsert(*req, &upserted);
+    timer.set_ok(s.ok());
+    resp->set_upserted(upserted);
+    return s;
+  });
+}
+
+grpc::Status ZeroVecService::UpsertStream(
+    grpc::ServerContext* ctx, grpc::ServerReader<pb::UpsertRequest>* reader,
+    pb::UpsertResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    uint64_t upserted = 0;
+    pb::UpsertRequest req;
+    for (int message = 0; reader->Read(&req); ++message) {
+      ScopedOpTimer timer(&upsert_stats_);
+      Status s = DoUpsert(req, &upserted);
+      timer.set_ok(s.ok());
+      if (!s.ok()) {
+        return s.WithContext("message " + std::to_string(message) + " (the " +
+                             std::to_string(upserted) +
+                             " items of earlier messages are stored)");
+      }
+    }
+    resp->set_upserted(upserted);
+    return OkStatus();
+  });
+}
+
+StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
+    std::span<const pb::Query* const> queries, uint32_t dim) {
+  std::vector<float> out(queries.size() * dim);
+  std::vector<std::string> texts;
+  std::vector<float*> rows;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    float* row = out.data() + i * dim;
+    if (queries[i]->has_text()) {
+      texts.push_back(queries[i]->text());
+      rows.push_back(row);
+    } else {
+      std::memcpy(row, queries[i]->vector().values().data(),
+                  sizeof(float) * dim);
+    }
+  }
+  if (!texts.empty()) {
+    if (model_dim() != dim) {
+      return FailedPreconditionError(
+          "query.text: the collection has dim " + std::to_string(dim) +
+          " but the server model makes " + std::to_string(model_dim()) +
+          "; send a vector");
+    }
+    // The query path: Submit keeps text queries off the ingest worker.
+    ScopedOpTimer timer(&embed_stats_);
+    Status s = embedder_->Submit(std::move(texts), std::move(rows)).get();
+    timer.set_ok(s.ok());
+    ZV_RETURN_IF_ERROR(s);
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
+    const std::string& collection, std::span<const pb::Query* const> queries,
+    int32_t k, const pb::Filter& filter, bool include_documents) {
+  ZV_ASSIGN_OR_RETURN(auto coll, Lookup(collection));
+  const uint32_t dim = coll->Describe().dim;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const std::string field =
+        queries.size() == 1 ? "query" : "queries[" + std::to_string(i) + "]";
+    ZV_RETURN_IF_ERROR(
+        ValidateQueryDim(field, *queries[i], dim, embedder_ != nullptr));
+  }
+  ZV_ASSIGN_OR_RETURN(std::vector<float> vectors, QueryVectors(queries, dim));
+  index::SearchOptions options;
+  options.k = EffectiveK(k);
+  options.filter = ToFilter(filter);
+  options.include_documents = include_documents;
+  return coll->Search(vectors, options);
+}
+
+grpc::Status ZeroVecService::Search(grpc::ServerContext* ctx,
+                                    const pb::SearchRequest* req,
+                                    pb::SearchResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ScopedOpTimer timer(&search_stats_);
+    Status s = [&]() -> Status {
+      ZV_RETURN_IF_ERROR(ValidateSearch(*req, limits_));
+      const pb::Query* query = &req->query();
+      ZV_ASSIGN_OR_RETURN(auto results,
+                          DoSearch(req->collection(), {&query, 1}, req->k(),
+                                   req->filter(), req->include_documents()));
+      for (const auto& hit : results.at(0)) {
+        ToProto(hit, req->include_documents(), resp->add_hits());
+      }
+      return OkStatus();
+    }();
+    timer.set_ok(s.ok());
+    return s;
+  });
+}
+
+grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
+                                         const pb::SearchBatchRequest* req,
+                                         pb::SearchBatchResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ScopedOpTimer timer(&search_stats_);
+    Status s = [&]() -> Status {
+      ZV_RETURN_IF_ERROR(ValidateSearchBatch(*req, limits_));
+      std::vector<const pb::Query*> queries;
+      for (const pb::Query& q : req->queries()) queries.push_back(&q);
+      ZV_ASSIGN_OR_RETURN(auto results,
+                          DoSearch(req->collection(), queries, req->k(),
+                                   req->filter(), req->include_documents()));
+      for (const auto& hits : results) {
+        pb::SearchResponse* out = resp->add_results();
+        for (const auto& hit : hits)
+          ToProto(hit, req->include_documents(), out->add_hits());
+      }
+      return OkStatus();
+    }();
+    timer.set_ok(s.ok());
+    return s;
+  });
+}
+
+grpc::Status ZeroVecService::Get(grpc::ServerContext* ctx,
+                                 const pb::GetRequest* req,
+                                 pb::GetResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateGet(*req, limits_));
+    ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+    std::vector<std::string> ids(req->ids().begin(), req->ids().end());
+    ZV_ASSIGN_OR_RETURN(auto results, coll->Get(ids));
+    for (const auto& r : results) {
+      pb::Item* item = resp->add_items();
+      item->set_id(r.record.id);
+      item->set_text(r.record.text);
+      item->set_namespace_(r.record.ns);
+      item->mutable_metadata()->insert(r.record.metadata.begin(),
+                                       r.record.metadata.end());
+      item->set_timestamp_ms(r.record.timestamp_ms);
+      if (req->include_vectors())
+        item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
+    }
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::Delete(grpc::ServerContext* ctx,
+                                    const pb::DeleteRequest* req,
+                                    pb::DeleteResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateDelete(*req, limits_));
+    ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+    std::vector<std::string> ids(req->ids().begin(), req->ids().end());
+    ZV_ASSIGN_OR_RETURN(uint64_t deleted, coll->Delete(ids));
+    resp->set_deleted(deleted);
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::Embed(grpc::ServerContext* ctx,
+                                   const pb::EmbedRequest* req,
+                                   pb::EmbedResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateEmbed(*req, limits_, embedder_ != nullptr));
+    const int n = req->texts_size();
+    const uint32_t dim = model_dim();
+    std::vector<float> out(static_cast<size_t>(n) * dim);
+    std::vector<std::string> texts(req->texts().begin(), req->texts().end());
+    std::vector<float*> rows(n);
+    for (int i = 0; i < n; ++i)
+      rows[i] = out.data() + static_cast<size_t>(i) * dim;
+    ScopedOpTimer timer(&embed_stats_);
+    Status s = embedder_->Submit(std::move(texts), std::move(rows)).get();
+    timer.set_ok(s.ok());
+    ZV_RETURN_IF_ERROR(s);
+    for (int i = 0; i < n; ++i) {
+      const float* row = out.data() + static_cast<size_t>(i) * dim;
+      resp->add_vectors()->mutable_values()->Add(row, row + dim);
+    }
+    resp->set_model(embedder_->info().name);
+    resp->set_dim(dim);
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
+                                   const pb::StatsRequest* req,
+                                   pb::StatsResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    if (!req->collection().empty()) {
+      ZV_RETURN_IF_ERROR(
+          ValidateCollectionName("collection", req->collection()));
+      ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+      ToProto(coll->Describe(), resp->add_collections());
+    } else {
+      std::vector<std::string> names = db_->ListCollections();
+      std::sort(names.begin(), names.end());
+      for (const auto& name : names) {
+        auto coll = db_->GetCollection(name);
+        if (coll.ok()) ToProto((*coll)->Describe(), resp->add_collections());
+      }
+    }
+    ToProto(embed_stats_.Snapshot(), resp->mutable_embed());
+    ToProto(search_stats_.Snapshot(), resp->mutable_search());
+    ToProto(upsert_stats_.Snapshot(), resp->mutable_upsert());
+    if (embedder_) {
+      resp->set_model(embedder_->info().name);
+      resp->set_model_dim(model_dim());
+      resp->set_embed_device(embedder_->device_description());
+    }
+    resp->set_uptime_s(std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - started_)
+                           .count());
+    resp->set_in_flight(in_flight_.load(std::memory_order_relaxed));
+    return OkStatus();
+  });
+}
+
+}  // namespace zv::service

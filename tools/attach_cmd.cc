@@ -1,0 +1,91 @@
+// zerovec attach: a co-located, read-only search of a collection a server
+// writes.
+#include <iostream>
+
+#include "embed/embedder.h"
+#include "index/collection.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace zv::tools {
+namespace {
+
+Status Attach(const Flags& flags) {
+  const std::string data = flags.Get("data", kDefaultData);
+  ZV_ASSIGN_OR_RETURN(const std::string name, flags.Require("collection"));
+  ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, index::kMaxK));
+  if (flags.Has("text") == flags.Has("vector-file")) {
+    return InvalidArgumentError("give exactly one of --text or --vector-file");
+  }
+  if (flags.Has("text") && flags.Get("text").empty()) {
+    return InvalidArgumentError("--text: empty");
+  }
+  auto fail = [](const Status& s) {
+    return s.code() == StatusCode::kInvalidArgument
+               ? FailedPreconditionError(s.message())
+               : s;
+  };
+
+  auto attached = index::AttachedCollection::Attach(data, name);
+  if (!attached.ok())
+    return fail(attached.status().WithContext("attach " + name));
+  const uint32_t dim = (*attached)->Describe().dim;
+
+  std::vector<float> query;
+  if (flags.Has("vector-file")) {
+    auto values = ReadVectorFile(flags.Get("vector-file"));
+    if (!values.ok()) return fail(values.status());
+    query = std::move(values).value();
+  } else {
+    embed::EmbedderOptions eo;
+    eo.model_dir = flags.Get("model", kDefaultModel);
+    auto embedder = embed::Embedder::Create(eo);
+    if (!embedder.ok())
+      return fail(
+          embedder.status().WithContext("model " + eo.model_dir.string()));
+    if (static_cast<uint32_t>((*embedder)->info().dim) != dim) {
+      return FailedPreconditionError(
+          "model " + eo.model_dir.string() + " makes " +
+          std::to_string((*embedder)->info().dim) +
+          "-d vectors, collection has dim " + std::to_string(dim));
+    }
+    query.resize(dim);
+    const std::string text = flags.Get("text");
+    std::string_view view = text;
+    float* row = query.data();
+    if (Status s = (*embedder)->EmbedInto({&view, 1}, {&row, 1}); !s.ok())
+      return fail(s);
+  }
+  if (query.size() != dim) {
+    return FailedPreconditionError("--vector-file: expected " +
+                                   std::to_string(dim) + " values, got " +
+                                   std::to_string(query.size()));
+  }
+
+  index::SearchOptions options;
+  options.k = static_cast<int>(k);
+  options.include_documents = true;
+  if (flags.Has("namespace")) options.filter.ns = flags.Get("namespace");
+  auto results = (*attached)->Search(query, options);
+  if (!results.ok()) return fail(results.status());
+  std::vector<OutputHit> hits;
+  for (const auto& h : results->at(0))
+    hits.push_back({h.id, h.score, h.record.ns, h.record.text});
+  PrintHits(hits, flags.Has("json"), std::cout);
+  return OkStatus();
+}
+
+}  // namespace
+
+int RunAttach(const std::vector<std::string>& args) {
+  auto flags = Flags::Parse(
+      args,
+      {"data", "collection", "text", "vector-file", "k", "namespace", "model"},
+      {"json"});
+  if (!flags.ok()) return Fail("attach", flags.status(), true);
+  Status s = Attach(*flags);
+  if (!s.ok()) return Fail("attach", s, IsUsageError(s));
+  return 0;
+}
+
+}  // namespace zv::tools

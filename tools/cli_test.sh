@@ -1,0 +1,142 @@
+#!/bin/bash
+# The zerovec CLI end to end: build -> query -> attach on a small corpus with the
+# bundled model, resumable rebuild, output formats, and exit codes (0 ok, 2 usage, 1 other).
+set -uo pipefail
+
+ZEROVEC="$PWD/tools/zerovec"
+MODEL="$PWD/models/zerovec-mini"  # the bundled default model
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cli_test.XXXXXX")"
+cd "$WORK"
+failures=0
+SERVER_PID=""
+cleanup() { [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null; }
+trap cleanup EXIT
+
+check() {  # check NAME EXPECTED_RC ACTUAL_RC
+  if [[ "$2" != "$3" ]]; then
+    echo "FAIL: $1: exit $3, expected $2"; failures=$((failures + 1))
+  else
+    echo "ok: $1"
+  fi
+}
+contains() {  # contains NAME FILE TEXT
+  if grep -qF -- "$3" "$2"; then echo "ok: $1"; else
+    echo "FAIL: $1: '$3' not in $2:"; cat "$2"; failures=$((failures + 1)); fi
+}
+
+[[ -f "$MODEL/model.safetensors" ]] || { echo "FAIL: bundled model missing"; exit 1; }
+ln -s "$MODEL" model
+cat > corpus.jsonl <<'JSONL'
+{"id": "cat", "text": "the cat and the dog", "namespace": "animals", "metadata": {"legs": 4}}
+{"id": "river", "text": "the river in the city", "namespace": "places"}
+
+{"id": "fire", "text": "red fire and blue water", "namespace": "elements"}
+{"id": "train", "text": "fast train music", "namespace": "things", "timestamp_ms": 1700000000000}
+JSONL
+printf 'the sun and the moon\nbig green tree\n' > plain.txt
+printf '{"id": "ok", "text": "fine"}\n{"id": "bad", "text": \n' > bad.jsonl
+
+# build: new collection, then a resumed run that skips every stored id.
+"$ZEROVEC" build --data data --collection docs --input corpus.jsonl --model model >out 2>err
+check "build" 0 $?
+contains "build reports stored rows" out "stored 4 rows"
+contains "build progress line" err "4/4 rows (100%)"
+"$ZEROVEC" build --data data --collection docs --input corpus.jsonl --model model >out 2>err
+check "rebuild" 0 $?
+contains "rebuild skips stored ids" out "stored 0 rows in collection docs (skipped 4"
+"$ZEROVEC" build --data data --collection docs --input plain.txt --model model --batch 1 >out 2>err
+check "build plain text" 0 $?
+contains "plain text stored" out "stored 2 rows"
+
+# Precomputed vectors: --model none stores them as given (no embedding); they
+# must all have one size, and every line needs one without a model.
+cat > vectors.jsonl <<'JSONL'
+{"id": "v1", "vector": [1, 0, 0, 0]}
+{"id": "v2", "text": "second", "vector": [0, 1, 0, 0], "namespace": "n"}
+{"id": "v3", "vector": [0, 0, 0.6, 0.8]}
+JSONL
+"$ZEROVEC" build --data vdata --collection vecs --input vectors.jsonl --model none >out 2>err
+check "build precomputed vectors" 0 $?
+contains "vectors stored" out "stored 3 rows"
+echo "0 0 0.8 0.6" >q4.vec
+"$ZEROVEC" attach --data vdata --collection vecs --vector-file q4.vec -k 1 --json >out 2>err
+check "attach precomputed vectors" 0 $?
+contains "nearest precomputed vector" out '"id":"v3"'
+printf '{"id": "a", "vector": [1, 0]}\n{"id": "b", "vector": [1, 0, 0]}\n' >mixdim.jsonl
+"$ZEROVEC" build --data vdata --collection vecs2 --input mixdim.jsonl --model none >out 2>err
+check "vectors of two sizes" 1 $?
+contains "size error names the line" err "mixdim.jsonl:2:"
+"$ZEROVEC" build --data vdata --collection vecs2 --input corpus.jsonl --model none >out 2>err
+check "--model none without vectors" 1 $?
+contains "missing vector named" err 'corpus.jsonl:1: no "vector"'
+"$ZEROVEC" build --data vdata --collection vecs --input corpus.jsonl --model model >out 2>err
+check "model dim differs from collection" 1 $?
+
+# Errors: bad line (1, names file and line), usage errors (2), missing model (1).
+"$ZEROVEC" build --data data --collection docs --input bad.jsonl --model model >out 2>err
+check "bad jsonl line" 1 $?
+contains "bad line named" err "bad.jsonl:2: not valid JSON"
+[[ $(wc -l <err) == 1 ]] && echo "ok: one stderr line" || { echo "FAIL: stderr lines"; cat err; failures=$((failures + 1)); }
+"$ZEROVEC" build --data data --collection docs --input corpus.jsonl --model nowhere >out 2>err
+check "missing model" 1 $?
+"$ZEROVEC" build --collection docs --input corpus.jsonl --bogus 2>err
+check "unknown flag" 2 $?
+contains "unknown flag named" err 'unknown flag "--bogus"'
+"$ZEROVEC" build --data data --input corpus.jsonl 2>err
+check "missing --collection" 2 $?
+"$ZEROVEC" build --data data --collection docs --input corpus.jsonl --batch zero 2>err
+check "bad --batch" 2 $?
+"$ZEROVEC" build --data data --collection ../up --input corpus.jsonl 2>err
+check "traversal collection name" 2 $?
+"$ZEROVEC" frobnicate 2>err
+check "unknown command" 2 $?
+"$ZEROVEC" 2>err
+check "no command" 2 $?
+"$ZEROVEC" query --collection docs 2>err
+check "query without --text/--vector-file" 2 $?
+"$ZEROVEC" attach --data data --collection docs --text cat -k 0 2>err
+check "attach -k 0" 2 $?
+"$ZEROVEC" attach --data data --collection nope --text cat --model model 2>err
+check "attach unknown collection" 1 $?
+
+# serve + query (table and JSON) + attach with the same answers.
+"$ZEROVEC" serve --data data --model model --listen 127.0.0.1:0 --port-file port 2>serve.log &
+SERVER_PID=$!
+for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.1; done
+ADDR="127.0.0.1:$(cat port)"
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "the river in the city" -k 3 >out 2>err
+check "query" 0 $?
+contains "table header" out "rank"
+head -2 out | tail -1 >first
+contains "exact text is the top hit" first "river"
+contains "table shows namespace" first "places"
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "the river in the city" -k 3 --json >q.json
+check "query --json" 0 $?
+"$ZEROVEC" attach --data data --collection docs --text "the river in the city" -k 3 --model model --json >a.json
+check "attach --json" 0 $?
+/usr/bin/python3 - q.json a.json <<'PY'
+import json, sys
+q, a = (json.load(open(f))["hits"] for f in sys.argv[1:3])
+assert [h["id"] for h in q] == [h["id"] for h in a], (q, a)
+assert all(abs(x["score"] - y["score"]) < 1e-5 for x, y in zip(q, a)), (q, a)
+assert q[0]["id"] == "river" and q[0]["namespace"] == "places" and q[0]["text"] == "the river in the city"
+PY
+check "query and attach agree" 0 $?
+"$ZEROVEC" attach --data data --collection docs --text "the river in the city" -k 3 --model model >out
+contains "attach table" out "river"
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "cat" --namespace animals --json >out
+contains "namespace filter" out '"id":"cat"'
+"$ZEROVEC" query --server "$ADDR" --collection missing --text "cat" 2>err
+check "query unknown collection" 1 $?
+contains "server error on one line" err "NOT_FOUND"
+echo "1 2 3" >short.vec
+"$ZEROVEC" query --server "$ADDR" --collection docs --vector-file short.vec 2>err
+check "query wrong dim" 1 $?
+contains "dim error names field" err "query.vector: expected 256 values, got 3"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+check "serve exits 0 on SIGTERM" 0 $?
+SERVER_PID=""
+
+echo "cli_test: $failures failure(s)"
+exit $((failures > 0))

@@ -1,0 +1,231 @@
+#include "tools/cli_util.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace zv::tools {
+
+StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
+                             const std::set<std::string>& with_value,
+                             const std::set<std::string>& booleans) {
+  Flags flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string name;
+    if (arg.rfind("--", 0) == 0) {
+      name = arg.substr(2);
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      name = arg.substr(1);
+    } else {
+      return InvalidArgumentError("unexpected argument \"" + arg + "\"");
+    }
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (booleans.count(name)) {
+      if (value) return InvalidArgumentError("--" + name + " takes no value");
+      flags.values_[name] = "true";
+    } else if (with_value.count(name)) {
+      if (!value) {
+        if (i + 1 >= args.size())
+          return InvalidArgumentError("--" + name + " needs a value");
+        value = args[++i];
+      }
+      flags.values_[name] = *value;
+    } else {
+      return InvalidArgumentError("unknown flag \"" + arg + "\"");
+    }
+  }
+  return flags;
+}
+
+std::string Flags::Get(const std::string& name,
+                       const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+StatusOr<std::string> Flags::Require(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end() || it->second.empty()) {
+    return InvalidArgumentError("missing required flag --" + name);
+  }
+  return it->second;
+}
+
+StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t fallback,
+                                int64_t min, int64_t max) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  const std::string dash = name.size() == 1 ? "-" : "--";
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    return InvalidArgumentError(
+        dash + name + ": expected an integer in [" + std::to_string(min) +
+        ", " + std::to_string(max) + "], got \"" + it->second + "\"");
+  }
+  return static_cast<int64_t>(v);
+}
+
+StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError(path.string() + ": cannot open vector file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  for (char& c : text) {
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  }
+  std::vector<float> values;
+  std::istringstream tokens(text);
+  std::string token;
+  while (tokens >> token) {
+    char* end = nullptr;
+    const float v = std::strtof(token.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(v)) {
+      return FailedPreconditionError(path.string() + ": value " +
+                                     std::to_string(values.size()) + " (\"" +
+                                     token + "\") is not a finite number");
+    }
+    values.push_back(v);
+  }
+  if (values.empty())
+    return FailedPreconditionError(path.string() + ": no values");
+  return values;
+}
+
+StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError(path.string() + ": cannot open");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string s = buffer.str();
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.pop_back();
+  if (s.empty()) return FailedPreconditionError(path.string() + ": empty");
+  return s;
+}
+
+namespace {
+std::string OneLine(const std::string& s, size_t max_chars) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= max_chars) {
+      // Do not cut a UTF-8 sequence in half.
+      while (!out.empty() &&
+             (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) {
+        out.pop_back();
+      }
+      if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0x80))
+        out.pop_back();
+      return out + "...";
+    }
+    out.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
+  }
+  return out;
+}
+}  // namespace
+
+void PrintHits(const std::vector<OutputHit>& hits, bool json,
+               std::ostream& out) {
+  if (json) {
+    nlohmann::json doc = {{"hits", nlohmann::json::array()}};
+    for (const auto& h : hits) {
+      doc["hits"].push_back({{"id", h.id},
+                             {"score", h.score},
+                             {"namespace", h.ns},
+                             {"text", h.text}});
+    }
+    out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
+    return;
+  }
+  size_t id_width = 2, ns_width = 9;
+  for (const auto& h : hits) {
+    id_width = std::max(id_width, std::min<size_t>(h.id.size(), 40));
+    ns_width = std::max(ns_width, std::min<size_t>(h.ns.size(), 20));
+  }
+  out << std::left << std::setw(5) << "rank" << std::setw(11) << "score"
+      << std::setw(id_width + 2) << "id" << std::setw(ns_width + 2)
+      << "namespace"
+      << "text\n";
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const auto& h = hits[i];
+    std::ostringstream score;
+    score << std::fixed << std::setprecision(4) << h.score;
+    out << std::left << std::setw(5) << (i + 1) << std::setw(11) << score.str()
+        << std::setw(id_width + 2) << OneLine(h.id, 40)
+        << std::setw(ns_width + 2) << OneLine(h.ns, 20) << OneLine(h.text, 100)
+        << "\n";
+  }
+  if (hits.empty()) out << "(no hits)\n";
+}
+
+Progress::Progress(std::string label, uint64_t total, bool tty)
+    : label_(std::move(label)),
+      total_(total),
+      tty_(tty),
+      start_(std::chrono::steady_clock::now()),
+      last_print_(start_) {}
+
+std::string Progress::Line(uint64_t done) const {
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+          .count();
+  const double rate = secs > 0 ? done / secs : 0;
+  const double pct = total_ ? 100.0 * done / total_ : 100.0;
+  std::ostringstream line;
+  if (tty_) {
+    const int width = 30;
+    const int filled = static_cast<int>(pct / 100.0 * width);
+    line << label_ << " [" << std::string(filled, '#')
+         << std::string(width - filled, '.') << "] ";
+  } else {
+    line << label_ << ": ";
+  }
+  line << done << "/" << total_ << " rows (" << static_cast<int>(pct) << "%), "
+       << static_cast<int64_t>(rate) << " rows/s";
+  if (rate > 0 && done < total_) {
+    const int64_t eta = static_cast<int64_t>((total_ - done) / rate);
+    line << ", ETA " << eta / 60 << "m" << std::setw(2) << std::setfill('0')
+         << eta % 60 << "s";
+  }
+  return line.str();
+}
+
+void Progress::Update(uint64_t done) {
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t percent = total_ ? 100 * done / total_ : 100;
+  if (tty_) {
+    if (now - last_print_ < std::chrono::milliseconds(100)) return;
+    std::cerr << "\r" << Line(done) << "\x1b[K" << std::flush;
+  } else {
+    // A line every 10% or every 5 s, whichever comes first.
+    if (percent / 10 == last_percent_ / 10 &&
+        now - last_print_ < std::chrono::seconds(5)) {
+      return;
+    }
+    std::cerr << Line(done) << "\n";
+  }
+  last_print_ = now;
+  last_percent_ = percent;
+  last_done_ = done;
+}
+
+void Progress::Finish(uint64_t done) {
+  if (!tty_ && done == last_done_) return;  // already printed
+  std::cerr << (tty_ ? "\r" : "") << Line(done) << (tty_ ? "\x1b[K\n" : "\n");
+}
+
+}  // namespace zv::tools

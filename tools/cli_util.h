@@ -1,0 +1,91 @@
+// Small helpers shared by the zerovec subcommands: flag parsing, vector files,
+// hit output (the same table / JSON for `query` and `attach`), progress lines.
+#ifndef ZEROVEC_TOOLS_CLI_UTIL_H_
+#define ZEROVEC_TOOLS_CLI_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace zv::tools {
+
+// A usage error: exit code 2.
+struct UsageError {
+  std::string message;
+};
+
+// Parses "--name value", "--name=value" and "-k N"; boolean flags take no
+// value.
+class Flags {
+ public:
+  // `with_value` and `booleans` name the accepted flags without dashes ("data",
+  // "k").
+  static StatusOr<Flags> Parse(const std::vector<std::string>& args,
+                               const std::set<std::string>& with_value,
+                               const std::set<std::string>& booleans);
+
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string Get(const std::string& name,
+                  const std::string& fallback = "") const;
+  // Usage error when missing.
+  StatusOr<std::string> Require(const std::string& name) const;
+  // Usage error when not an integer in [min, max].
+  StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback,
+                           int64_t min, int64_t max) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// Errors of kind INVALID_ARGUMENT from Flags are usage errors (exit 2).
+inline bool IsUsageError(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument;
+}
+
+// Reads floats separated by whitespace or commas, optionally in [ ].
+StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path);
+
+// Reads a whole small file (e.g. a token), trailing whitespace trimmed.
+StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path);
+
+struct OutputHit {
+  std::string id;
+  float score = 0;
+  std::string ns;
+  std::string text;
+};
+
+// A table (rank, score, id, namespace, text) or, with json, {"hits":[...]}.
+void PrintHits(const std::vector<OutputHit>& hits, bool json,
+               std::ostream& out);
+
+// Progress of a bulk job: a redrawn bar on a terminal, plain lines otherwise.
+class Progress {
+ public:
+  Progress(std::string label, uint64_t total, bool tty);
+  void Update(uint64_t done);
+  void Finish(uint64_t done);
+
+ private:
+  std::string Line(uint64_t done) const;
+
+  std::string label_;
+  uint64_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_print_;
+  uint64_t last_percent_ = 0;
+  uint64_t last_done_ = ~uint64_t{0};
+};
+
+}  // namespace zv::tools
+
+#endif  // ZEROVEC_TOOLS_CLI_UTIL_H_

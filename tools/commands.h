@@ -1,0 +1,33 @@
+// The zerovec subcommands. Each takes the arguments after its name and returns
+// the process exit code: 0 ok, 2 usage error, 1 anything else (one line on
+// stderr).
+#ifndef ZEROVEC_TOOLS_COMMANDS_H_
+#define ZEROVEC_TOOLS_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace zv::tools {
+
+inline constexpr char kDefaultData[] = "./zerovec-data";
+inline constexpr char kDefaultModel[] = "models/zerovec-mini";
+inline constexpr char kDefaultListen[] = "127.0.0.1:50051";
+
+int RunBuild(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);
+int RunQuery(const std::vector<std::string>& args);
+int RunAttach(const std::vector<std::string>& args);
+
+// Prints "zerovec <command>: <message>" and returns the exit code for `s`: 2
+// when `usage` (a flag problem), else 1.
+int Fail(const std::string& command, const Status& s, bool usage);
+
+// "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ48"; FAISS-style
+// descriptors pass through.
+StatusOr<std::string> IndexDescriptor(const std::string& flag);
+
+}  // namespace zv::tools
+
+#endif  // ZEROVEC_TOOLS_COMMANDS_H_

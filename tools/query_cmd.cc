@@ -1,0 +1,79 @@
+// zerovec query: a gRPC client for Search.
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+#include "zerovec/v1/zerovec.grpc.pb.h"
+
+namespace zv::tools {
+namespace {
+
+Status Query(const Flags& flags) {
+  const std::string server = flags.Get("server", kDefaultListen);
+  ZV_ASSIGN_OR_RETURN(const std::string collection,
+                      flags.Require("collection"));
+  ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, 1000));
+  ZV_ASSIGN_OR_RETURN(const int64_t timeout_s,
+                      flags.GetInt("timeout-s", 30, 1, 3600));
+  if (flags.Has("text") == flags.Has("vector-file")) {
+    return InvalidArgumentError("give exactly one of --text or --vector-file");
+  }
+  zerovec::v1::SearchRequest req;
+  req.set_collection(collection);
+  req.set_k(static_cast<int32_t>(k));
+  req.set_include_documents(true);
+  if (flags.Has("namespace"))
+    req.mutable_filter()->set_namespace_(flags.Get("namespace"));
+  if (flags.Has("text")) {
+    req.mutable_query()->set_text(flags.Get("text"));
+  } else {
+    auto values = ReadVectorFile(flags.Get("vector-file"));
+    if (!values.ok()) return FailedPreconditionError(values.status().message());
+    req.mutable_query()->mutable_vector()->mutable_values()->Add(
+        values->begin(), values->end());
+  }
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(timeout_s));
+  if (flags.Has("auth-token-file")) {
+    auto token = ReadSecretFile(flags.Get("auth-token-file"));
+    if (!token.ok()) return FailedPreconditionError(token.status().message());
+    ctx.AddMetadata("authorization", "Bearer " + *token);
+  }
+  auto channel =
+      grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  auto stub = zerovec::v1::ZeroVec::NewStub(channel);
+  zerovec::v1::SearchResponse resp;
+  grpc::Status s = stub->Search(&ctx, req, &resp);
+  if (!s.ok()) {
+    // Server-side errors are never usage errors of this command.
+    return FailedPreconditionError(
+        server + ": " +
+        std::string(StatusCodeName(static_cast<StatusCode>(s.error_code()))) +
+        ": " + s.error_message());
+  }
+  std::vector<OutputHit> hits;
+  for (const auto& h : resp.hits()) {
+    hits.push_back({h.id(), h.score(), h.namespace_(), h.text()});
+  }
+  PrintHits(hits, flags.Has("json"), std::cout);
+  return OkStatus();
+}
+
+}  // namespace
+
+int RunQuery(const std::vector<std::string>& args) {
+  auto flags = Flags::Parse(args,
+                            {"server", "collection", "text", "vector-file", "k",
+                             "namespace", "auth-token-file", "timeout-s"},
+                            {"json"});
+  if (!flags.ok()) return Fail("query", flags.status(), true);
+  Status s = Query(*flags);
+  if (!s.ok()) return Fail("query", s, IsUsageError(s));
+  return 0;
+}
+
+}  // namespace zv::tools

@@ -1,0 +1,108 @@
+// zerovec serve: the gRPC server until SIGTERM / SIGINT (then a graceful stop).
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "index/collection.h"
+#include "service/server.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace zv::tools {
+namespace {
+
+Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
+                       std::string* port_file, int64_t* grace_s) {
+  options->data_dir = flags.Get("data", kDefaultData);
+  options->listen = flags.Get("listen", kDefaultListen);
+  options->device = flags.Get("device", "auto");
+  const std::string model = flags.Get("model", kDefaultModel);
+  if (model == "none" || model.empty()) {
+    options->model_dir.clear();
+  } else if (!flags.Has("model") && !std::filesystem::exists(model)) {
+    std::cerr << "zerovec serve: no model at " << model
+              << "; serving vector requests only (pass --model DIR)\n";
+    options->model_dir.clear();
+  } else {
+    options->model_dir = model;
+  }
+  service::Limits& l = options->limits;
+  ZV_ASSIGN_OR_RETURN(int64_t v,
+                      flags.GetInt("max-batch", l.max_batch, 1, 1 << 20));
+  l.max_batch = static_cast<int>(v);
+  ZV_ASSIGN_OR_RETURN(v, flags.GetInt("max-k", l.max_k, 1, index::kMaxK));
+  l.max_k = static_cast<int>(v);
+  ZV_ASSIGN_OR_RETURN(
+      v, flags.GetInt("max-text-bytes", l.max_text_bytes, 1, 1 << 26));
+  l.max_text_bytes = static_cast<size_t>(v);
+  ZV_ASSIGN_OR_RETURN(v, flags.GetInt("max-message-bytes", l.max_message_bytes,
+                                      1024, (int64_t{1} << 31) - 1));
+  l.max_message_bytes = static_cast<size_t>(v);
+  ZV_ASSIGN_OR_RETURN(v, flags.GetInt("max-concurrent-requests",
+                                      l.max_concurrent_requests, 1, 1 << 20));
+  l.max_concurrent_requests = static_cast<int>(v);
+  ZV_ASSIGN_OR_RETURN(*grace_s, flags.GetInt("shutdown-grace-s", 30, 0, 3600));
+  *port_file = flags.Get("port-file");
+  if (flags.Has("auth-token-file")) {
+    auto token = ReadSecretFile(flags.Get("auth-token-file"));
+    if (!token.ok()) return FailedPreconditionError(token.status().message());
+    options->auth_token = *token;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int RunServe(const std::vector<std::string>& args) {
+  auto flags = Flags::Parse(
+      args,
+      {"data", "listen", "model", "device", "auth-token-file", "port-file",
+       "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
+       "max-concurrent-requests", "shutdown-grace-s"},
+      {});
+  if (!flags.ok()) return Fail("serve", flags.status(), true);
+  service::ServerOptions options;
+  std::string port_file;
+  int64_t grace_s = 30;
+  if (Status s = ParseServeFlags(*flags, &options, &port_file, &grace_s);
+      !s.ok()) {
+    return Fail("serve", s, IsUsageError(s));
+  }
+
+  // Block the stop signals in every thread (gRPC's inherit the mask) and take
+  // them synchronously below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  auto server = service::Server::Start(options);
+  if (!server.ok()) return Fail("serve", server.status(), false);
+  const int port = (*server)->port();
+  if (!port_file.empty()) {
+    // Written via rename so a watcher never reads a half-written file.
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::filesystem::rename(tmp, port_file);
+  }
+  std::cerr << "zerovec serve: listening on port " << port << " ("
+            << options.listen << "), data " << options.data_dir.string()
+            << ", model "
+            << (options.model_dir.empty() ? "none" : options.model_dir.string())
+            << (options.auth_token ? ", auth on" : "") << "\n";
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::cerr << "zerovec serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ", finishing in-flight requests (up to " << grace_s << " s)\n";
+  (*server)->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(grace_s));
+  server->reset();
+  std::cerr << "zerovec serve: stopped\n";
+  return 0;
+}
+
+}  // namespace zv::tools
