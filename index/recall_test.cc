@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 
 #include "index/collection.h"
 #include "index/test_util.h"
@@ -18,17 +19,17 @@ constexpr int kK = 10;
 class RecallTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    data_ = new std::vector<float>(
+    data_ = std::make_unique<std::vector<float>>(
         testing::LatentClustered(kRows, kQueries, kDim, 1000, 16, 2026));
     // Exact reference: faiss brute force on a private copy of the rows.
-    truth_ = new std::vector<int64_t>(kQueries * kK);
+    truth_ = std::make_unique<std::vector<int64_t>>(kQueries * kK);
     std::vector<float> d(kQueries * kK);
     faiss::knn_inner_product(Queries(), data_->data(), kDim, kQueries, kRows,
                              kK, d.data(), truth_->data());
   }
   static void TearDownTestSuite() {
-    delete data_;
-    delete truth_;
+    data_.reset();
+    truth_.reset();
   }
   static const float* Queries() { return data_->data() + kRows * kDim; }
 
@@ -74,12 +75,12 @@ class RecallTest : public ::testing::Test {
     return recall;
   }
 
-  static std::vector<float>* data_;
-  static std::vector<int64_t>* truth_;
+  static std::unique_ptr<std::vector<float>> data_;
+  static std::unique_ptr<std::vector<int64_t>> truth_;
 };
 
-std::vector<float>* RecallTest::data_ = nullptr;
-std::vector<int64_t>* RecallTest::truth_ = nullptr;
+std::unique_ptr<std::vector<float>> RecallTest::data_;
+std::unique_ptr<std::vector<int64_t>> RecallTest::truth_;
 
 TEST_F(RecallTest, HnswAtLeast95Percent) { EXPECT_GE(Recall("HNSW32"), 0.95); }
 
