@@ -21,7 +21,7 @@ for d in /usr/include/x86_64-linux-gnu /usr/include/openblas /usr/include/x86_64
   [[ -f $d/cblas.h ]] && CXXFLAGS+=(-I"$d") && break
 done
 
-protoc --proto_path=proto --cpp_out="$O/gen" --grpc_out="$O/gen" \
+[[ -f $O/gen/zerovec/v1/zerovec.pb.cc && $O/gen/zerovec/v1/zerovec.pb.cc -nt proto/zerovec/v1/zerovec.proto ]] || protoc --proto_path=proto --cpp_out="$O/gen" --grpc_out="$O/gen" \
   --plugin=protoc-gen-grpc=/usr/bin/grpc_cpp_plugin proto/zerovec/v1/zerovec.proto
 
 SRCS=(base/status.cc shm/segment.cc embed/unicode_tables.cc embed/unicode.cc
@@ -29,16 +29,18 @@ SRCS=(base/status.cc shm/segment.cc embed/unicode_tables.cc embed/unicode.cc
       embed/embedder.cc embed/segment_sink.cc bench/gpu/gpu_embed_bench.cc
       bench/gpu/ingest_bench.cc "$O/gen/zerovec/v1/zerovec.pb.cc" "$O/gen/zerovec/v1/zerovec.grpc.pb.cc")
 obj() { echo "$B/$(echo "${1%.*}" | tr / _).o"; }
+# Incremental: an object is rebuilt when its source or any header it may include is newer.
+HDR=$(ls -t $(find base shm embed bench/gpu "$O/gen" -name '*.h' -o -name '*.cuh') | head -1)
 jobs=()
 for s in "${SRCS[@]}"; do
   o=$(obj "$s")
-  if [[ ! -f $o || $s -nt $o ]]; then
+  if [[ ! -f $o || $s -nt $o || $HDR -nt $o ]]; then
     echo "c++ $s"; g++ "${CXXFLAGS[@]}" -c "$s" -o "$o" & jobs+=($!)
   fi
 done
 for s in embed/cuda_encoder.cu bench/gpu/mirror.cu; do
   o=$(obj "$s")
-  if [[ ! -f $o || $s -nt $o || embed/cuda_kernels.cuh -nt $o ]]; then
+  if [[ ! -f $o || $s -nt $o || $HDR -nt $o ]]; then
     echo "nvcc $s"
     "$NVCC" -std=c++20 -O3 $ARCH -Xcompiler -fPIC -diag-suppress 2810 -I. -c "$s" -o "$o" & jobs+=($!)
   fi
@@ -68,5 +70,6 @@ for b in "$O"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u | whi
     *) cp -L "$so" "$O/lib/" ;;
   esac
 done
+strip --strip-debug "$O"/bin/*
 du -sh "$O/bin" "$O/lib"
 ls "$O/lib"
