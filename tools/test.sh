@@ -3,7 +3,7 @@
 #   1. installs what is missing (tools/setup.sh);
 #   2. every unit and integration test under AddressSanitizer + UBSan (--config=asan);
 #   3. the tests tagged "tsan" (segment and collection concurrency) under ThreadSanitizer;
-#   4. each libFuzzer target for FUZZ_SECONDS (default 60) over its seed corpus.
+#   4. each libFuzzer target for FUZZ_SECONDS (default 45) over its seed corpus.
 # CUDA tests are behind --config=cuda and run on a GPU machine (README, "GPU").
 # Counts are test cases from each target's JUnit XML; a target that died before
 # writing its XML counts as one failure.
@@ -58,7 +58,7 @@ PY
 run_suite asan 'tests(//...) except attr(tags, manual, //...)'
 run_suite tsan 'attr(tags, tsan, tests(//...)) except attr(tags, manual, //...)'
 
-echo "=== fuzzing (${FUZZ_SECONDS:-60} s a target)"
+echo "=== fuzzing (${FUZZ_SECONDS:-45} s a target)"
 fuzz_log=$(mktemp)
 bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log"
 echo "$(grep -c ' PASS' "$fuzz_log") $(grep -c ' FAIL' "$fuzz_log") 0" >>"$RESULTS"

@@ -6,7 +6,7 @@
 #   FUZZ_SECONDS=60 tests/fuzz/run_fuzzers.sh [target...]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-SECONDS_EACH=${FUZZ_SECONDS:-60}
+SECONDS_EACH=${FUZZ_SECONDS:-45}
 OUT=${FUZZ_OUT:-/tmp/zerovec-fuzz}
 mkdir -p "$OUT"
 
