@@ -55,6 +55,7 @@ Status ErrnoError(int err, std::string_view what) {
   switch (err) {
     case ENOSPC:
     case EDQUOT:
+    case EFBIG:  // RLIMIT_FSIZE or a file-system file-size limit
       return ResourceExhaustedError(std::move(message));
     case EACCES:
     case EPERM:

@@ -103,7 +103,7 @@ inline Status UnauthenticatedError(std::string m) {
   return Status(StatusCode::kUnauthenticated, std::move(m));
 }
 
-// Errno-based I/O failure: ENOSPC/EDQUOT become RESOURCE_EXHAUSTED,
+// Errno-based I/O failure: ENOSPC/EDQUOT/EFBIG become RESOURCE_EXHAUSTED,
 // EACCES/EPERM PERMISSION_DENIED, ENOENT NOT_FOUND, everything else INTERNAL.
 Status ErrnoError(int err, std::string_view what);
 

@@ -1,8 +1,10 @@
 #include "embed/checkpoint.h"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "embed/safetensors.h"
 
@@ -39,6 +41,26 @@ Status GetField(const json& j, const char* key, const fs::path& file, T& out,
   if (it == j.end() || it->is_null()) {
     if (!required) return OkStatus();
     return InvalidArgumentError(file.string() + ": missing \"" + key + "\"");
+  }
+  // nlohmann's get<int>() of a float or out-of-range number is undefined
+  // behaviour: integer fields must hold an integer that fits.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!it->is_number_integer()) {
+      return InvalidArgumentError(file.string() + ": \"" + key +
+                                  "\" must be an integer");
+    }
+    const bool fits =
+        it->is_number_unsigned()
+            ? it->template get<uint64_t>() <=
+                  static_cast<uint64_t>(std::numeric_limits<T>::max())
+            : it->template get<int64_t>() >=
+                      static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                  it->template get<int64_t>() <=
+                      static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (!fits) {
+      return InvalidArgumentError(file.string() + ": \"" + key +
+                                  "\" is out of range");
+    }
   }
   try {
     out = it->template get<T>();
@@ -230,8 +252,8 @@ Status LoadLayer(const WeightReader& reader, const BertConfig& c, int i,
                  LayerWeights& l) {
   const int64_t h = c.hidden_size, f = c.intermediate_size;
   const std::string p = "encoder.layer." + std::to_string(i) + ".";
-  l.qkv_w.reserve(3 * h * h);
-  l.qkv_b.reserve(3 * h);
+  // No reserve() before the tensors are checked: a hostile config.json could
+  // otherwise make us allocate gigabytes for a model that is not there.
   for (const char* m : {"query", "key", "value"}) {
     const std::string base = p + "attention.self." + m;
     ZV_READ(std::vector<float> w, base + ".weight", h, h);

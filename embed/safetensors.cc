@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -140,8 +141,28 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     TensorEntry e;
     try {
       e.dtype = t.at("dtype").get<std::string>();
-      e.shape = t.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = t.at("data_offsets").get<std::vector<uint64_t>>();
+      // Every shape element and offset must be a non-negative integer before
+      // get<>() reads it (a float or negative number there is UB).
+      const auto& shape = t.at("shape");
+      const auto& offs = t.at("data_offsets");
+      auto all_unsigned = [](const nlohmann::json& a) {
+        if (!a.is_array()) return false;
+        for (const auto& v : a) {
+          if (!v.is_number_unsigned()) return false;
+        }
+        return true;
+      };
+      if (!all_unsigned(shape) || !all_unsigned(offs)) {
+        return DataLossError(
+            where + ": shape and data_offsets must be non-negative integers");
+      }
+      for (const auto& d : shape) {
+        if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+          return DataLossError(where + ": dimension out of range");
+        }
+        e.shape.push_back(d.get<int64_t>());
+      }
+      const auto offsets = offs.get<std::vector<uint64_t>>();
       if (offsets.size() != 2)
         return DataLossError(where + ": bad data_offsets");
       e.begin = offsets[0];
@@ -159,9 +180,15 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     uint64_t numel = 1;
     for (int64_t d : e.shape) {
       if (d < 0) return DataLossError(where + ": negative dimension");
-      numel *= static_cast<uint64_t>(d);
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+        return DataLossError(where + ": shape " + ShapeString(e.shape) +
+                             " overflows");
+      }
     }
-    if (esize != 0 && numel * esize != e.end - e.begin) {
+    uint64_t bytes = 0;
+    if (esize != 0 &&
+        (__builtin_mul_overflow(numel, static_cast<uint64_t>(esize), &bytes) ||
+         bytes != e.end - e.begin)) {
       return DataLossError(where + ": " + std::to_string(e.end - e.begin) +
                            " bytes do not match dtype " + e.dtype +
                            " and shape " + ShapeString(e.shape));

@@ -2,6 +2,7 @@
 // folder of segment generations per collection
 // (<data>/collections/<name>/gen.NNNNNN).
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -24,12 +25,30 @@ class DatabaseImpl : public Database {
       collections_.emplace(meta.name, std::move(c));
     }
     // Folders without a catalog entry are creates or drops that crashed
-    // halfway.
+    // halfway. They are moved aside, never deleted: if the catalog itself were
+    // ever damaged, deleting would turn that into the loss of every collection.
     std::error_code ec;
+    std::vector<std::filesystem::path> orphans;
     for (const auto& entry :
          std::filesystem::directory_iterator(data_dir_ / "collections", ec)) {
       if (!collections_.count(entry.path().filename().string())) {
-        std::filesystem::remove_all(entry.path(), ec);
+        orphans.push_back(entry.path());
+      }
+    }
+    if (orphans.empty()) return OkStatus();
+    const auto aside = data_dir_ / "orphaned";
+    std::filesystem::create_directories(aside, ec);
+    const auto stamp =
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
+    for (const auto& path : orphans) {
+      std::filesystem::rename(
+          path, aside / (path.filename().string() + "." + stamp), ec);
+      if (ec) {
+        return InternalError(
+            path.string() +
+            ": cannot move uncatalogued collection aside: " + ec.message());
       }
     }
     return OkStatus();
@@ -95,11 +114,18 @@ class DatabaseImpl : public Database {
 
 StatusOr<std::unique_ptr<Database>> Database::Open(
     const std::filesystem::path& data_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir / "collections", ec);
-  if (ec) {
-    return InternalError((data_dir / "collections").string() +
-                         ": cannot create: " + ec.message());
+  // Documents and metadata are private: directories this call creates are
+  // 0700 (an existing data dir keeps the permissions its operator gave it).
+  for (const auto& dir :
+       {data_dir, data_dir / "collections", data_dir / "meta"}) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec)) continue;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return InternalError(dir.string() + ": cannot create: " + ec.message());
+    }
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
   }
   ZV_ASSIGN_OR_RETURN(std::shared_ptr<MetaStore> store,
                       MetaStore::Open(data_dir / "meta"));

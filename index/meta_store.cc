@@ -189,6 +189,15 @@ StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenSecondary(
 
 StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenImpl(
     const std::filesystem::path& dir, const std::filesystem::path* secondary) {
+  // A store that has files but no CURRENT lost its manifest pointer: say so
+  // plainly rather than let RocksDB create a fresh, empty store over it.
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "CURRENT", ec) &&
+      std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    return DataLossError((dir / "CURRENT").string() +
+                         ": missing from a non-empty RocksDB directory "
+                         "(damaged meta store; restore it from a backup)");
+  }
   std::unique_ptr<MetaStore> store(new MetaStore());
   store->dir_ = dir;
   rocksdb::DBOptions options;

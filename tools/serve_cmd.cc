@@ -1,5 +1,6 @@
 // zerovec serve: the gRPC server until SIGTERM / SIGINT (then a graceful stop).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,13 @@ int RunServe(const std::vector<std::string>& args) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Under a file-size limit (ulimit -f), growing a file past it must be an
+  // EFBIG error for the request, not SIGXFSZ killing the server.
+  signal(SIGXFSZ, SIG_IGN);
+  // Owner-only files: RocksDB creates its WAL, SSTs and logs (which hold the
+  // documents) with 0666 & ~umask, so a default umask of 022 would let any
+  // local user read them. Segment files set their own modes.
+  umask(077);
 
   auto server = service::Server::Start(options);
   if (!server.ok()) return Fail("serve", server.status(), false);
