@@ -16,7 +16,8 @@ DIR="${1:-/tmp/zv_build_scaling}"
 SIZES="${SIZES:-10000 100000 300000 1000000}"
 REPS="${REPS:-3}"
 BATCH="${BATCH:-1024}"
-ZEROVEC="$ROOT/bazel-bin/tools/zerovec"
+BIN="$ROOT/${BIN:-bazel-out/k8-fastbuild/bin}"  # the default (CPU, .bazelrc) build, whatever bazel-bin points at
+ZEROVEC="$BIN/tools/zerovec"
 rm -rf "$DIR" && mkdir -p "$DIR"
 
 # run_build LOG ARGS...: prints "<wall s> <max RSS KiB> <user s> <sys s>"
@@ -57,7 +58,7 @@ echo "| rows | corpus file MiB | vectors MiB (rows x 1536 B) | wall s | rows/s |
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for n in $SIZES; do
   corpus="$DIR/corpus-$n.jsonl"
-  bazel-bin/bench/make_vector_corpus "$n" 384 "$corpus"
+  "$BIN"/bench/make_vector_corpus "$n" 384 "$corpus"
   rm -rf "$DIR/data-$n"
   sync
   load=$(cut -d' ' -f1 /proc/loadavg)

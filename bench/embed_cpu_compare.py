@@ -129,7 +129,7 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--texts", type=int, default=32)
     ap.add_argument("--work", default="/tmp/zv_embed_cpu_bench")
-    ap.add_argument("--bin", default=os.path.join(REPO, "bazel-bin/bench/cpu_embed_bench"))
+    ap.add_argument("--bin", default=os.path.join(REPO, os.environ.get("BIN", "bazel-out/k8-fastbuild/bin"), "bench/cpu_embed_bench"))
     ap.add_argument("--out", default="/tmp/zv_embed_cpu_bench/table.md")
     args = ap.parse_args()
 

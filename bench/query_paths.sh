@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 DIR="${1:-/tmp/zv_query_paths}"
 ROWS="${ROWS:-100000}" QUERIES="${QUERIES:-1000}" RUNS="${RUNS:-5}" WARMUP="${WARMUP:-200}"
 LOAD="$(cut -d' ' -f1 /proc/loadavg)"
-bazel-bin/bench/query_path_bench --dir "$DIR" --rows "$ROWS" --queries "$QUERIES" \
+"${BIN:-bazel-out/k8-fastbuild/bin}"/bench/query_path_bench --dir "$DIR" --rows "$ROWS" --queries "$QUERIES" \
   --runs "$RUNS" --warmup "$WARMUP"
 /usr/bin/python3 bench/query_path_faiss.py --dir "$DIR" --runs "$RUNS" --warmup "$WARMUP" \
   --load "$LOAD"

@@ -23,7 +23,8 @@ using kernels::EmbedLayerNormKernel;
 using kernels::kMaxHidden;
 using kernels::kPoolThreads;
 using kernels::PoolNormalizeKernel;
-using kernels::VarlenAttentionKernel;
+using kernels::AttentionImpl;
+using kernels::LaunchAttention;
 
 #define ZV_CUDA_CHECK(expr)                                         \
   do {                                                              \
@@ -129,6 +130,8 @@ struct CudaModel::Impl {
   bool cls = false;
   bool normalize = false;
   int max_tokens = 0;
+  // Tensor-core kernel unless ZV_CUDA_ATTENTION=simt (read at Create).
+  AttentionImpl attention = AttentionImpl::kMma;
   std::string device_name;
   DeviceBuffer<float> word, position, type0, emb_g, emb_b;
   std::vector<DeviceLayer> layers;
@@ -315,25 +318,14 @@ class CudaLaneEncoder : public Encoder {
   Status Attention(const float* qkv_b, const int* d_off, int b, int max_len,
                    float scale) {
     const BertConfig& c = m_.config;
-    const dim3 grid((max_len + 15) / 16, c.num_heads, b);
-    switch (c.head_dim()) {
-      case 32:
-        VarlenAttentionKernel<32><<<grid, 128, 0, stream_>>>(
-            qkv_.get(), qkv_b, d_off, c.hidden_size, scale, ctx_.get());
-        break;
-      case 64:
-        VarlenAttentionKernel<64><<<grid, 128, 0, stream_>>>(
-            qkv_.get(), qkv_b, d_off, c.hidden_size, scale, ctx_.get());
-        break;
-      case 128:
-        VarlenAttentionKernel<128><<<grid, 128, 0, stream_>>>(
-            qkv_.get(), qkv_b, d_off, c.hidden_size, scale, ctx_.get());
-        break;
-      default:
-        return UnimplementedError(
-            "cuda encoder: head_dim must be 32, 64 or 128");
+    const cudaError_t err = LaunchAttention(
+        m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b, max_len,
+        c.num_heads, c.hidden_size, scale, ctx_.get(), stream_);
+    if (err == cudaErrorInvalidValue) {
+      return UnimplementedError(
+          "cuda encoder: head_dim must be 32, 64 or 128");
     }
-    ZV_CUDA_CHECK(cudaGetLastError());
+    ZV_CUDA_CHECK(err);
     return OkStatus();
   }
 
@@ -388,6 +380,7 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.cls = ck->pooling == Pooling::kCls;
   m.normalize = ck->normalize;
   m.max_tokens = std::max(max_batch_tokens, c.max_position_embeddings);
+  m.attention = kernels::AttentionImplFromEnv();
   cudaDeviceProp prop;
   ZV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   m.device_name = prop.name;
@@ -471,7 +464,8 @@ std::string CudaModel::SinkMode() const {
 }
 
 std::string CudaModel::description() const {
-  return "cuda:0 " + impl_->device_name + " fp16 cuBLAS, sink=" + SinkMode();
+  return "cuda:0 " + impl_->device_name + " fp16 cuBLAS, attention=" +
+         kernels::AttentionImplName(impl_->attention) + ", sink=" + SinkMode();
 }
 
 }  // namespace zv::embed

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "embed/embedder.h"
@@ -126,6 +128,108 @@ TEST_F(CudaEncoderTest, TinyModelsAgreeWithCpu) {
       EXPECT_GE(testing::Cosine(gr[i], cr[i], k.hidden), 0.999)
           << "hidden " << k.hidden << " text " << i;
     }
+  }
+}
+
+// Texts of n pairs of words from the tiny vocabulary ("jumps" is two tokens).
+std::vector<std::string> TinyTexts(const std::vector<int>& words) {
+  std::vector<std::string> texts;
+  for (int n : words) {
+    std::string t;
+    for (int w = 0; w < n; ++w) t += (w % 3 ? "dog jumps " : "the fox ");
+    texts.push_back(t);
+  }
+  return texts;
+}
+
+// Minimum cosine between two embedders' rows for texts (one EmbedInto call).
+double MinCosine(Embedder& a, Embedder& b,
+                 const std::vector<std::string>& texts) {
+  const int dim = a.info().dim;
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::vector<float> va(texts.size() * dim), vb(texts.size() * dim);
+  std::vector<float*> ra, rb;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ra.push_back(&va[i * dim]);
+    rb.push_back(&vb[i * dim]);
+  }
+  EXPECT_TRUE(a.EmbedInto(views, ra).ok());
+  EXPECT_TRUE(b.EmbedInto(views, rb).ok());
+  double worst = 1;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    worst = std::min(worst, testing::Cosine(ra[i], rb[i], dim));
+  }
+  return worst;
+}
+
+// The tensor-core attention kernel's tile shapes (1, 2, 4, 8 warps; key chunks
+// of 32/64; several query tiles up to 512 tokens) at head_dim 32, 64 and 128,
+// each against the CPU encoder. Each group is one call, so one batch whose
+// longest sequence picks the tile shape.
+TEST_F(CudaEncoderTest, AttentionTileShapesAgreeWithCpu) {
+  struct Case {
+    int hidden, heads;
+  };
+  const std::vector<std::vector<int>> groups = {
+      {1, 2, 4, 5},                         // 4..15 tokens
+      {6, 9, 11},                           // 18..31
+      {1, 14, 20, 23},                      // 4..63
+      {3, 26, 40, 46, 47},                  // 10..127
+      {1, 40, 70, 100, 150, 190, 191, 255}  // 4..511, then truncated to 512
+  };
+  for (const Case& k : {Case{128, 4}, Case{128, 2}, Case{256, 2}}) {
+    testing::TinyBertOptions o;
+    o.hidden = k.hidden;
+    o.heads = k.heads;
+    o.intermediate = 2 * k.hidden;
+    o.max_position = 512;
+    const fs::path dir = testing::MakeTempDir("cuda_tiles");
+    ASSERT_TRUE(testing::WriteTinyBert(dir, o).ok());
+    auto gpu = Make(dir, DevicePreference::kCuda);
+    auto cpu = Make(dir, DevicePreference::kCpu);
+    ASSERT_TRUE(gpu && cpu);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const double c = MinCosine(*gpu, *cpu, TinyTexts(groups[g]));
+      std::printf("head_dim %d, group %zu: min cosine cuda-cpu %.6f\n",
+                  k.hidden / k.heads, g, c);
+      EXPECT_GE(c, 0.999) << "head_dim " << k.hidden / k.heads << " group "
+                          << g;
+    }
+  }
+}
+
+// The tensor-core kernel (default) against the fp32 CUDA-core kernel
+// (ZV_CUDA_ATTENTION=simt) on the MiniLM-shaped model, 1 to 512 tokens.
+TEST_F(CudaEncoderTest, MmaAttentionMatchesSimtKernel) {
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto mma = Make(*dir, DevicePreference::kCuda);
+  ASSERT_EQ(setenv("ZV_CUDA_ATTENTION", "simt", 1), 0);
+  auto simt = Make(*dir, DevicePreference::kCuda);
+  unsetenv("ZV_CUDA_ATTENTION");
+  ASSERT_TRUE(mma && simt);
+  EXPECT_NE(mma->device_description().find("attention=mma"), std::string::npos)
+      << mma->device_description();
+  EXPECT_NE(simt->device_description().find("attention=simt"),
+            std::string::npos)
+      << simt->device_description();
+  // About 3 tokens a word below: groups of at most ~16, ~32, ~64 tokens, then
+  // up to 512 (the longest are truncated).
+  const std::vector<std::vector<int>> groups = {
+      {1, 3, 4}, {5, 8, 10}, {12, 18, 20}, {2, 30, 90, 120, 170, 300, 600}};
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& words = groups[g];
+    std::vector<std::string> texts;
+    for (int n : words) {
+      std::string t;
+      for (int w = 0; w < n; ++w)
+        t += " word" + std::to_string((n * 7 + w * 13) % 97) + " and";
+      texts.push_back(t);
+    }
+    const double c = MinCosine(*mma, *simt, texts);
+    std::printf("minilm, group %zu (%zu texts): min cosine mma-simt %.7f\n", g,
+                texts.size(), c);
+    EXPECT_GE(c, 0.9999) << "group " << g;
   }
 }
 

@@ -1,6 +1,7 @@
 // Device kernels of the CUDA encoder (cuda_encoder.cu is their only includer):
 // fused embedding+LayerNorm, bias+residual+LayerNorm, bias+GELU,
-// variable-length attention, mean/CLS pooling + L2 normalisation.
+// variable-length attention (tensor-core, plus the fp32 CUDA-core fallback),
+// mean/CLS pooling + L2 normalisation.
 // embed/-internal.
 #ifndef ZEROVEC_EMBED_CUDA_KERNELS_CUH_
 #define ZEROVEC_EMBED_CUDA_KERNELS_CUH_
@@ -9,6 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace zv::embed::kernels {
 
@@ -108,7 +112,9 @@ __global__ void BiasGeluKernel(half2* f, size_t pairs, int cols_half,
   }
 }
 
-// Attention over packed variable-length sequences. Block = (query tile, head,
+// Attention over packed variable-length sequences on CUDA cores (fp32): the
+// fallback behind ZV_CUDA_ATTENTION=simt; MmaAttentionKernel below is the
+// default. Block = (query tile, head,
 // sequence); 4 warps x kRows query rows; keys stream through shared memory in
 // chunks with an online softmax (fp32). QKV biases are added here, fused away
 // from the GEMM.
@@ -258,6 +264,357 @@ __global__ void __launch_bounds__(kPoolThreads)
     const int d = threadIdx.x + kPoolThreads * k;
     if (d < h) out[d] = v[k] * scale;
   }
+}
+
+// ---------------------------------------------------------------- tensor-core
+// attention, and the one launcher the encoder and bench/gpu/mirror.cu call.
+//
+// MmaAttentionKernel: FlashAttention-2 style. Block = (query tile of 16*W rows,
+// head, sequence), W warps of 16 query rows each. Q (bias added, pre-scaled by
+// softmax_scale * log2 e, fp16) is loaded once into registers as mma A
+// fragments; K and V stream through shared memory in chunks of kKeys keys
+// (bias added on the way in, fp16). S = Q K^T and O += P V run on
+// mma.sync.m16n8k16 (fp16 in, fp32 accumulate); the online softmax is fp32 in
+// registers (exp2), P is reused from the S accumulators as the A operand.
+// Needs sm_80+ (compiled for sm_90a here).
+
+namespace attn {
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const half* p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(SmemAddr(p))
+      : "memory");
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4],
+                                                const half* p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+      "[%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(SmemAddr(p))
+      : "memory");
+}
+
+// c += a * b, m16n8k16, fp16 inputs, fp32 accumulators.
+__device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t PackHalf2(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);  // lo: the lower column
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Eight fp16 values at src (16-byte aligned) plus bias, times s, as fp16.
+__device__ __forceinline__ uint4 BiasScale8(const half* src,
+                                            const float (&b)[8], float s) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const __half2* in = reinterpret_cast<const __half2*>(&raw);
+  uint4 out;
+  __half2* o = reinterpret_cast<__half2*>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(in[i]);
+    o[i] = __floats2half2_rn((f.x + b[2 * i]) * s, (f.y + b[2 * i + 1]) * s);
+  }
+  return out;
+}
+
+}  // namespace attn
+
+// qkv: [tokens, 3h] fp16 without bias (Q | K | V, head-major inside each);
+// qkv_bias: [3h] fp32; offsets: [batch + 1]; ctx: [tokens, h] fp16.
+// q_scale = softmax scale * log2(e). Grid: (ceil(max_len / (16 W)), heads,
+// batch), W * 32 threads.
+template <int DH, int W>
+__global__ void __launch_bounds__(W * 32)
+    MmaAttentionKernel(const half* __restrict__ qkv,
+                       const float* __restrict__ qkv_bias,
+                       const int* __restrict__ offsets, int h, float q_scale,
+                       half* __restrict__ ctx) {
+  constexpr int kThreads = W * 32;
+  constexpr int kQ = 16 * W;               // query rows per block
+  constexpr int kKeys = W >= 4 ? 64 : 32;  // keys per shared-memory chunk
+  constexpr int kLd = DH + 8;              // row stride in halves: +16 bytes,
+                                           // ldmatrix rows hit distinct banks
+  constexpr int kVecs = DH / 8;            // 16-byte vectors per row
+  constexpr int kRowStep = kThreads / kVecs;
+  constexpr int kSmemRows = 2 * kKeys > kQ ? 2 * kKeys : kQ;
+  static_assert(DH % 16 == 0 && DH <= 128, "head_dim: multiple of 16, <= 128");
+  static_assert(
+      kThreads % kVecs == 0 && kQ % kRowStep == 0 && kKeys % kRowStep == 0,
+      "tile shapes");
+  // K chunk rows [0, kKeys), V chunk rows [kKeys, 2 kKeys); the Q tile uses
+  // the same memory before the first chunk.
+  __shared__ __align__(16) half smem[kSmemRows * kLd];
+  half* const sk = smem;
+  half* const sv = smem + kKeys * kLd;
+
+  const int seq = blockIdx.z, head = blockIdx.y;
+  const int start = offsets[seq], len = offsets[seq + 1] - start;
+  const int q0 = blockIdx.x * kQ;
+  if (q0 >= len) return;  // uniform per block
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int ld = 3 * h, col = head * DH;
+  // This thread always loads the same 16-byte column vector of a row.
+  const int cv = tid % kVecs, r0 = tid / kVecs;
+  float qb[8], kb[8], vb[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    qb[i] = qkv_bias[col + cv * 8 + i];
+    kb[i] = qkv_bias[h + col + cv * 8 + i];
+    vb[i] = qkv_bias[2 * h + col + cv * 8 + i];
+  }
+  const half* const base = qkv + size_t(start) * ld + col + cv * 8;
+
+  // Q tile -> shared -> A fragments (rows past the sequence are zeros).
+#pragma unroll
+  for (int i = 0; i < kQ / kRowStep; ++i) {
+    const int r = r0 + i * kRowStep;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (q0 + r < len)
+      v = attn::BiasScale8(base + size_t(q0 + r) * ld, qb, q_scale);
+    *reinterpret_cast<uint4*>(&smem[r * kLd + cv * 8]) = v;
+  }
+  __syncthreads();
+  uint32_t qf[DH / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < DH / 16; ++ks) {
+    attn::LdMatrixX4(
+        qf[ks],
+        &smem[(warp * 16 + (lane & 15)) * kLd + ks * 16 + (lane >> 4) * 8]);
+  }
+
+  const bool active = q0 + warp * 16 < len;  // uniform per warp
+  float o[DH / 8][4];
+#pragma unroll
+  for (int d = 0; d < DH / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  // Rows lane/4 and lane/4 + 8 of the warp's 16: running max (log2 domain)
+  // and this thread's partial row sum (reduced across the quad at the end).
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  for (int k0 = 0; k0 < len; k0 += kKeys) {
+    const int kc = min(kKeys, len - k0);
+    __syncthreads();  // Q fragments read / previous chunk consumed
+#pragma unroll
+    for (int i = 0; i < kKeys / kRowStep; ++i) {
+      const int r = r0 + i * kRowStep;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (r < kc) {  // rows past the sequence stay zero: finite in P V
+        const half* row = base + size_t(k0 + r) * ld;
+        kv = attn::BiasScale8(row + h, kb, 1.f);
+        vv = attn::BiasScale8(row + 2 * h, vb, 1.f);
+      }
+      *reinterpret_cast<uint4*>(&sk[r * kLd + cv * 8]) = kv;
+      *reinterpret_cast<uint4*>(&sv[r * kLd + cv * 8]) = vv;
+    }
+    __syncthreads();
+    if (!active) continue;
+
+    // S = Q K^T for this chunk: kKeys / 8 n-tiles of 8 keys.
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+      if (np * 16 < kc) {  // uniform; skipped tiles are masked below
+#pragma unroll
+        for (int ks = 0; ks < DH / 16; ++ks) {
+          uint32_t b[4];
+          attn::LdMatrixX4(
+              b, &sk[(np * 16 + (lane >> 4) * 8 + (lane & 7)) * kLd + ks * 16 +
+                     ((lane >> 3) & 1) * 8]);
+          attn::Mma16816(s[2 * np], qf[ks], b[0], b[1]);
+          attn::Mma16816(s[2 * np + 1], qf[ks], b[2], b[3]);
+        }
+      }
+    }
+    // Mask keys past the sequence; online softmax update.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (n * 8 + 2 * (lane & 3) + (i & 1) >= kc) s[n][i] = -INFINITY;
+        mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);  // finite: kc >= 1
+      corr[r] = attn::Exp2(m[r] - m_new);      // 0 on the first chunk
+      m[r] = m_new;
+      l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[n][i] = attn::Exp2(s[n][i] - m[i >> 1]);
+        l[i >> 1] += s[n][i];
+      }
+    }
+#pragma unroll
+    for (int d = 0; d < DH / 8; ++d) {
+      o[d][0] *= corr[0];
+      o[d][1] *= corr[0];
+      o[d][2] *= corr[1];
+      o[d][3] *= corr[1];
+    }
+    // O += P V, P (fp16) straight from the S accumulators.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      if (kk * 16 < kc) {
+        const uint32_t a[4] = {
+            attn::PackHalf2(s[2 * kk][0], s[2 * kk][1]),
+            attn::PackHalf2(s[2 * kk][2], s[2 * kk][3]),
+            attn::PackHalf2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+            attn::PackHalf2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < DH / 16; ++dp) {
+          uint32_t b[4];
+          attn::LdMatrixX4Trans(
+              b, &sv[(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd +
+                     dp * 16 + (lane >> 4) * 8]);
+          attn::Mma16816(o[2 * dp], a, b[0], b[1]);
+          attn::Mma16816(o[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = 1.f / l[r];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int t = q0 + warp * 16 + (lane >> 2) + 8 * r;
+    if (t >= len) continue;
+    half* out = ctx + size_t(start + t) * h + col + 2 * (lane & 3);
+#pragma unroll
+    for (int d = 0; d < DH / 8; ++d) {
+      *reinterpret_cast<__half2*>(out + d * 8) =
+          __floats2half2_rn(o[d][2 * r] * l[r], o[d][2 * r + 1] * l[r]);
+    }
+  }
+}
+
+// Which attention kernel the encoder runs. kMma unless the environment says
+// ZV_CUDA_ATTENTION=simt (the fp32 CUDA-core kernel, kept for comparison and
+// as a fallback).
+enum class AttentionImpl { kMma, kSimt };
+
+inline AttentionImpl AttentionImplFromEnv() {
+  const char* e = std::getenv("ZV_CUDA_ATTENTION");
+  return e != nullptr && std::strcmp(e, "simt") == 0 ? AttentionImpl::kSimt
+                                                     : AttentionImpl::kMma;
+}
+
+inline const char* AttentionImplName(AttentionImpl impl) {
+  return impl == AttentionImpl::kSimt ? "simt-fp32" : "mma-fp16";
+}
+
+template <int DH, int W>
+inline void LaunchMmaAttention(const half* qkv, const float* qkv_bias,
+                               const int* offsets, int batch, int max_len,
+                               int heads, int h, float scale, half* ctx,
+                               cudaStream_t stream) {
+  const dim3 grid((max_len + 16 * W - 1) / (16 * W), heads, batch);
+  MmaAttentionKernel<DH, W><<<grid, 32 * W, 0, stream>>>(
+      qkv, qkv_bias, offsets, h, scale * 1.4426950408889634f, ctx);
+}
+
+template <int DH>
+inline void LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
+                                 const int* offsets, int batch, int max_len,
+                                 int heads, int h, float scale, half* ctx,
+                                 cudaStream_t stream) {
+  // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
+  if (max_len <= 16) {
+    LaunchMmaAttention<DH, 1>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
+                              scale, ctx, stream);
+  } else if (max_len <= 32) {
+    LaunchMmaAttention<DH, 2>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
+                              scale, ctx, stream);
+  } else if (max_len <= 64) {
+    LaunchMmaAttention<DH, 4>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
+                              scale, ctx, stream);
+  } else {
+    LaunchMmaAttention<DH, 8>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
+                              scale, ctx, stream);
+  }
+}
+
+// ctx = softmax(Q K^T * scale) V per head over each sequence of the packed
+// batch. Returns cudaErrorInvalidValue for an unsupported head_dim, else the
+// launch's error.
+inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
+                                   const half* qkv, const float* qkv_bias,
+                                   const int* offsets, int batch, int max_len,
+                                   int heads, int h, float scale, half* ctx,
+                                   cudaStream_t stream) {
+  if (impl == AttentionImpl::kMma &&
+      (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
+    switch (head_dim) {
+      case 32:
+        LaunchMmaAttentionDh<32>(qkv, qkv_bias, offsets, batch, max_len, heads,
+                                 h, scale, ctx, stream);
+        break;
+      case 64:
+        LaunchMmaAttentionDh<64>(qkv, qkv_bias, offsets, batch, max_len, heads,
+                                 h, scale, ctx, stream);
+        break;
+      default:
+        LaunchMmaAttentionDh<128>(qkv, qkv_bias, offsets, batch, max_len, heads,
+                                  h, scale, ctx, stream);
+        break;
+    }
+    return cudaGetLastError();
+  }
+  // Fallback: the fp32 CUDA-core kernel (embed/cuda_kernels.cuh).
+  const dim3 grid((max_len + 15) / 16, heads, batch);
+  switch (head_dim) {
+    case 32:
+      VarlenAttentionKernel<32>
+          <<<grid, 128, 0, stream>>>(qkv, qkv_bias, offsets, h, scale, ctx);
+      break;
+    case 64:
+      VarlenAttentionKernel<64>
+          <<<grid, 128, 0, stream>>>(qkv, qkv_bias, offsets, h, scale, ctx);
+      break;
+    case 128:
+      VarlenAttentionKernel<128>
+          <<<grid, 128, 0, stream>>>(qkv, qkv_bias, offsets, h, scale, ctx);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace zv::embed::kernels

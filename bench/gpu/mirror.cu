@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -95,6 +97,7 @@ struct Mirror::Impl {
   float* out_host = nullptr;  // mapped pinned rows
   float* out_dev = nullptr;
   int t = 0, b = 0, max_len = 0;
+  k::AttentionImpl attention = k::AttentionImplFromEnv();
   std::vector<cudaEvent_t> events;
 
   ~Impl() {
@@ -115,24 +118,10 @@ struct Mirror::Impl {
   }
 
   Status Attention(const float* qkv_b, const int* d_off, float scale) {
-    const dim3 grid((max_len + 15) / 16, c.num_heads, b);
-    switch (c.head_dim()) {
-      case 32:
-        k::VarlenAttentionKernel<32><<<grid, 128, 0, stream>>>(
-            qkv, qkv_b, d_off, c.hidden_size, scale, ctx);
-        break;
-      case 64:
-        k::VarlenAttentionKernel<64><<<grid, 128, 0, stream>>>(
-            qkv, qkv_b, d_off, c.hidden_size, scale, ctx);
-        break;
-      case 128:
-        k::VarlenAttentionKernel<128><<<grid, 128, 0, stream>>>(
-            qkv, qkv_b, d_off, c.hidden_size, scale, ctx);
-        break;
-      default:
-        return InternalError("head_dim unsupported");
-    }
-    MB_CUDA(cudaGetLastError());
+    // The encoder's launcher (same kernel choice, same env switch).
+    MB_CUDA(k::LaunchAttention(attention, c.head_dim(), qkv, qkv_b, d_off, b,
+                               max_len, c.num_heads, c.hidden_size, scale, ctx,
+                               stream));
     return OkStatus();
   }
 };
