@@ -1,9 +1,8 @@
 #include "tools/corpus_reader.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cfloat>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace zv::tools {
 namespace {
@@ -95,8 +94,7 @@ Status ParseJsonlLine(std::string_view line, int64_t line_number,
       return LineError(line_number, "\"text\" must be a string");
     }
     out->text = text->get<std::string>();
-    if (IsBlank(out->text))
-      return LineError(line_number, "\"text\" is empty");
+    if (IsBlank(out->text)) return LineError(line_number, "\"text\" is empty");
   }
 
   auto ns = doc.find("namespace");
@@ -140,9 +138,41 @@ StatusOr<std::unique_ptr<CorpusReader>> CorpusReader::Open(
   return reader;
 }
 
+namespace {
+
+// Reads one line into `line` but never holds more than `max_bytes` of it: a
+// corpus with a gigabyte-long line must not take a gigabyte of memory.
+// Returns false at end of input; sets `too_long` when the line was cut.
+bool ReadBoundedLine(std::istream& in, std::string& line, size_t max_bytes,
+                     bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buf = in.rdbuf();
+  bool any = false;
+  for (int c = buf->sbumpc(); c != std::char_traits<char>::eof();
+       c = buf->sbumpc()) {
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() < max_bytes + 1) {
+      line.push_back(static_cast<char>(c));
+    } else {
+      too_long = true;
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
 StatusOr<bool> CorpusReader::Next(CorpusRecord* out) {
-  while (std::getline(in_, line_)) {
+  bool too_long = false;
+  while (ReadBoundedLine(in_, line_, kMaxCorpusLineBytes, too_long)) {
     ++line_number_;
+    if (too_long) {
+      return InvalidArgumentError(
+          path_.filename().string() + ":" + std::to_string(line_number_) +
+          ": longer than " + std::to_string(kMaxCorpusLineBytes) + " bytes");
+    }
     std::string_view line = TrimLineEnd(line_);
     if (IsBlank(line)) continue;
     if (format_ == CorpusFormat::kText) {

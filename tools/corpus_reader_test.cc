@@ -58,8 +58,8 @@ TEST(ParseJsonlLineTest, BadLinesNameTheLine) {
 
 TEST(ParseJsonlLineTest, ReadsPrecomputedVectors) {
   CorpusRecord r;
-  ASSERT_TRUE(ParseJsonlLine(R"({"id":"v","vector":[1,-0.5,2.5e-3]})", 1, &r)
-                  .ok());
+  ASSERT_TRUE(
+      ParseJsonlLine(R"({"id":"v","vector":[1,-0.5,2.5e-3]})", 1, &r).ok());
   EXPECT_EQ(r.text, "");  // text is optional with a vector
   ASSERT_EQ(r.vector.size(), 3u);
   EXPECT_FLOAT_EQ(r.vector[1], -0.5f);
@@ -70,9 +70,9 @@ TEST(ParseJsonlLineTest, ReadsPrecomputedVectors) {
   ASSERT_TRUE(ParseJsonlLine(R"({"id":"x","text":"t"})", 1, &r).ok());
   EXPECT_TRUE(r.vector.empty());  // reset between lines
   const char* bad[] = {
-      R"({"vector":[]})",        R"({"vector":[1,"2"]})",
-      R"({"vector":{"a":1}})",   R"({"vector":[1e39]})",
-      R"({"vector":[1,[2]]})",   R"({"vector":[1],"text":" "})",
+      R"({"vector":[]})",           R"({"vector":[1,"2"]})",
+      R"({"vector":{"a":1}})",      R"({"vector":[1e39]})",
+      R"({"vector":[1,[2]]})",      R"({"vector":[1],"text":" "})",
       R"({"vector":[1],"text":3})",
   };
   for (const char* line : bad) {
@@ -120,6 +120,25 @@ TEST(CorpusReaderTest, ReadsJsonlAndTextSkippingBlankLines) {
                 .status()
                 .code(),
             StatusCode::kNotFound);
+}
+
+TEST(CorpusReaderTest, OverlongLineIsAnErrorAndReadingGoesOn) {
+  const std::string dir =
+      std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string text = dir + "/long.txt";
+  std::ofstream(text) << std::string(kMaxCorpusLineBytes + 10, 'a')
+                      << "\nnext\n";
+  auto reader = CorpusReader::Open(text, CorpusFormat::kText);
+  ASSERT_TRUE(reader.ok());
+  CorpusRecord r;
+  auto bad = (*reader)->Next(&r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("long.txt:1: longer than"),
+            std::string::npos)
+      << bad.status();
+  ASSERT_TRUE(*(*reader)->Next(&r));  // the next line is read whole
+  EXPECT_EQ(r.text, "next");
 }
 
 }  // namespace
