@@ -24,33 +24,6 @@ fs::path ZerovecBinary() {
   return "tools/zerovec";
 }
 
-fs::path MakeTempDir(const std::string& name) {
-  static int counter = 0;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(tmp ? tmp : "/tmp") /
-                 (name + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::vector<float> VectorFor(const std::string& key, uint32_t dim) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  std::vector<float> v(dim);
-  double norm = 0;
-  for (uint32_t i = 0; i < dim; ++i) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
-    v[i] = static_cast<float>(static_cast<double>(h % 20001) / 10000.0 - 1.0);
-    norm += v[i] * v[i];
-  }
-  const float inv = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 1.0f;
-  for (float& x : v) x *= inv;
-  return v;
-}
-
 int64_t RssKb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
@@ -70,25 +43,32 @@ std::string ReadFile(const fs::path& path) {
 
 }  // namespace
 
-std::unique_ptr<ServerProcess> ServerProcess::Start(const ServeOptions& options,
-                                                    std::string* error,
-                                                    std::chrono::seconds timeout) {
+std::unique_ptr<ServerProcess> ServerProcess::Start(
+    const ServeOptions& options, std::string* error,
+    std::chrono::seconds timeout) {
   static int counter = 0;
-  const fs::path stem = options.data_dir.parent_path() /
-                        (options.data_dir.filename().string() + ".serve" +
-                         std::to_string(counter++));
+  const fs::path stem =
+      options.data_dir.parent_path() / (options.data_dir.filename().string() +
+                                        ".serve" + std::to_string(counter++));
   const fs::path port_file = stem.string() + ".port";
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->log_ = stem.string() + ".log";
   fs::remove(port_file);
 
-  std::vector<std::string> args = {ZerovecBinary().string(), "serve",
-                                   "--data",  options.data_dir.string(),
-                                   "--listen", "127.0.0.1:0",
-                                   "--model", "none",
-                                   "--port-file", port_file.string(),
-                                   "--shutdown-grace-s", "5"};
-  args.insert(args.end(), options.extra_flags.begin(), options.extra_flags.end());
+  std::vector<std::string> args = {ZerovecBinary().string(),
+                                   "serve",
+                                   "--data",
+                                   options.data_dir.string(),
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--model",
+                                   "none",
+                                   "--port-file",
+                                   port_file.string(),
+                                   "--shutdown-grace-s",
+                                   "5"};
+  args.insert(args.end(), options.extra_flags.begin(),
+              options.extra_flags.end());
   const pid_t pid = ::fork();
   if (pid < 0) {
     *error = "fork failed";
@@ -102,7 +82,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const ServeOptions& options,
     }
     // Under ASan, a small quarantine so RSS measures the server, not freed
     // memory ASan holds back (no effect on other builds).
-    std::string asan = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
+    std::string asan =
+        std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
     asan += std::string(asan.empty() ? "" : ":") + "quarantine_size_mb=8";
     ::setenv("ASAN_OPTIONS", asan.c_str(), 1);
     if (options.file_size_limit) {
@@ -134,7 +115,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const ServeOptions& options,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (p->port_ <= 0) {
-    *error = "zerovec serve: no port file within the timeout: " + ReadFile(p->log_);
+    *error =
+        "zerovec serve: no port file within the timeout: " + ReadFile(p->log_);
     return nullptr;  // destructor kills it
   }
   p->channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(p->port_),
@@ -150,9 +132,9 @@ ServerProcess::~ServerProcess() {
 std::unique_ptr<pb::ZeroVec::Stub> ServerProcess::NewStub() const {
   grpc::ChannelArguments args;
   args.SetInt("grpc.use_local_subchannel_pool", 1);  // its own connection
-  return pb::ZeroVec::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(),
-      args));
+  return pb::ZeroVec::NewStub(
+      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port_),
+                                grpc::InsecureChannelCredentials(), args));
 }
 
 void ServerProcess::Kill() {
@@ -182,7 +164,9 @@ bool ServerProcess::Running() {
   return true;
 }
 
-int64_t ServerProcess::RssKb() const { return pid_ > 0 ? faults::RssKb(pid_) : -1; }
+int64_t ServerProcess::RssKb() const {
+  return pid_ > 0 ? faults::RssKb(pid_) : -1;
+}
 
 std::string ServerProcess::Log() const { return ReadFile(log_); }
 

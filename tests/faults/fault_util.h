@@ -1,6 +1,6 @@
 // Helpers for fault tests: run `zerovec serve` as a child process (so it can be
-// SIGKILLed, resource-limited or fed corrupt files), connect stubs to it, and read
-// a process's resident memory from /proc.
+// SIGKILLed, resource-limited or fed corrupt files), connect stubs to it, and
+// read a process's resident memory from /proc.
 #ifndef ZEROVEC_TESTS_FAULTS_FAULT_UTIL_H_
 #define ZEROVEC_TESTS_FAULTS_FAULT_UTIL_H_
 
@@ -15,13 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/test_util.h"
 #include "zerovec/v1/zerovec.grpc.pb.h"
 
 namespace zv::faults {
 
+// Shared with the integration tests: per-test temp dirs and deterministic
+// unit vectors keyed by id.
+using ::zv::testing::MakeTempDir;
+using ::zv::testing::VectorFor;
+
 struct ServeOptions {
   std::filesystem::path data_dir;
-  std::vector<std::string> extra_flags;  // e.g. {"--max-message-bytes", "65536"}
+  std::vector<std::string>
+      extra_flags;  // e.g. {"--max-message-bytes", "65536"}
   // RLIMIT_FSIZE for the server process (bytes); SIGXFSZ is ignored so an
   // over-limit file operation fails with EFBIG instead of killing it.
   std::optional<uint64_t> file_size_limit;
@@ -69,10 +76,6 @@ std::string ServeExpectingFailure(const std::filesystem::path& data_dir,
                                   bool* started);
 
 std::filesystem::path ZerovecBinary();
-// A fresh empty directory under TEST_TMPDIR (or /tmp).
-std::filesystem::path MakeTempDir(const std::string& name);
-// A deterministic unit vector for `key` (the same rule as tests/integration).
-std::vector<float> VectorFor(const std::string& key, uint32_t dim);
 int64_t RssKb(pid_t pid);
 
 // Deadline-bounded context (tests must never hang on a dead server).
