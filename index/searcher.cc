@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 
 namespace zv::index {
 namespace {
@@ -66,12 +67,17 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
 
   std::vector<std::vector<Hit>> hits(nq);
   for (size_t i = 0; i < nq; ++i) {
+    // An id can own two live rows for a moment: a replacement is committed
+    // before the row it replaces is tombstoned (and a writer killed in between
+    // leaves both until it reopens). Report each id once, at its best score.
+    std::unordered_set<std::string> seen;
     for (int j = 0; j < top.Filled(i); ++j) {
       const uint64_t row = top.rows[i * top.k + j];
       Hit h;
       h.score = top.dist[i * top.k + j];
       ctx.attrs->Describe(row, options.include_documents, &h.record);
       h.id = h.record.id;
+      if (!seen.insert(h.id).second) continue;
       if (options.include_documents && ctx.store) {
         ZV_ASSIGN_OR_RETURN(
             auto rec,
