@@ -1,6 +1,6 @@
 // Distance kernels for rows in place. Rows and padded queries are row_stride
 // floats (a multiple of 16, zero padded), so the loops need no tail. Built for
-// AVX2+FMA with a portable fallback chosen at load time (the Debian faiss build
+// AVX2+FMA with a portable fallback chosen on first use (the Debian faiss build
 // is SSE only).
 #ifndef ZEROVEC_INDEX_DISTANCE_H_
 #define ZEROVEC_INDEX_DISTANCE_H_

@@ -17,7 +17,7 @@ constexpr size_t kRows = 100000, kQueries = 200;
 constexpr int kK = 10;
 
 class RecallTest : public ::testing::Test {
- protected:
+protected:
   static void SetUpTestSuite() {
     data_ = std::make_unique<std::vector<float>>(
         testing::LatentClustered(kRows, kQueries, kDim, 1000, 16, 2026));
@@ -31,16 +31,18 @@ class RecallTest : public ::testing::Test {
     data_.reset();
     truth_.reset();
   }
-  static const float* Queries() { return data_->data() + kRows * kDim; }
+  static const float *Queries() { return data_->data() + kRows * kDim; }
 
-  double Recall(const std::string& descriptor) {
-    const auto dir = testing::NewTempDir("recall");
-    auto db = Database::Open(dir);
+  // Builds a collection of all rows with `descriptor` (kept alive in db_).
+  std::shared_ptr<Collection> Build(const std::string &descriptor) {
+    dir_ = testing::NewTempDir("recall");
+    auto db = Database::Open(dir_);
     EXPECT_TRUE(db.ok());
+    db_ = std::move(*db);
     CollectionOptions o;
     o.dim = kDim;
     o.index.descriptor = descriptor;
-    auto c = (*db)->CreateCollection("r", o);
+    auto c = db_->CreateCollection("r", o);
     EXPECT_TRUE(c.ok()) << c.status();
     const auto t0 = std::chrono::steady_clock::now();
     constexpr size_t kBatch = 5000;
@@ -52,29 +54,42 @@ class RecallTest : public ::testing::Test {
                                                                kBatch * kDim))
                       .ok());
     }
-    const auto t1 = std::chrono::steady_clock::now();
+    std::printf(
+        "%s: build %.1f s\n", descriptor.c_str(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count());
+    return std::move(*c);
+  }
+
+  static double Recall(const Collection &c, int ef_search = 0) {
     SearchOptions so;
     so.k = kK;
+    so.ef_search = ef_search;
     size_t hits = 0;
+    const auto t0 = std::chrono::steady_clock::now();
     for (size_t q = 0; q < kQueries; ++q) {
-      auto r = (*c)->Search(std::span(Queries() + q * kDim, kDim), so);
-      EXPECT_TRUE(r.ok());
-      for (const Hit& h : (*r)[0]) {
+      auto r = c.Search(std::span(Queries() + q * kDim, kDim), so);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok())
+        return 0;
+      for (const Hit &h : (*r)[0]) {
         const int64_t row = std::stoll(h.id);
-        for (int j = 0; j < kK; ++j) hits += (*truth_)[q * kK + j] == row;
+        for (int j = 0; j < kK; ++j)
+          hits += (*truth_)[q * kK + j] == row;
       }
     }
-    const auto t2 = std::chrono::steady_clock::now();
     const double recall = static_cast<double>(hits) / (kQueries * kK);
-    std::printf(
-        "%s: recall@10 = %.4f (build %.1f s, %.3f ms/query single-threaded "
-        "client)\n",
-        descriptor.c_str(), recall,
-        std::chrono::duration<double>(t1 - t0).count(),
-        std::chrono::duration<double, std::milli>(t2 - t1).count() / kQueries);
+    std::printf("  ef_search %d: recall@10 = %.4f (%.3f ms/query)\n", ef_search,
+                recall,
+                std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                        .count() /
+                    kQueries);
     return recall;
   }
 
+  std::filesystem::path dir_;
+  std::unique_ptr<Database> db_;
   static std::unique_ptr<std::vector<float>> data_;
   static std::unique_ptr<std::vector<int64_t>> truth_;
 };
@@ -82,11 +97,37 @@ class RecallTest : public ::testing::Test {
 std::unique_ptr<std::vector<float>> RecallTest::data_;
 std::unique_ptr<std::vector<int64_t>> RecallTest::truth_;
 
-TEST_F(RecallTest, HnswAtLeast95Percent) { EXPECT_GE(Recall("HNSW32"), 0.95); }
-
-TEST_F(RecallTest, IvfPqAtLeast80Percent) {
-  EXPECT_GE(Recall("IVF1024,PQ48"), 0.80);
+TEST_F(RecallTest, HnswAtLeast95Percent) {
+  const auto c = Build("HNSW32");
+  EXPECT_GE(Recall(*c), 0.95);
 }
 
-}  // namespace
-}  // namespace zv::index
+// The per-search width reaches faiss: narrower loses recall, wider gains it.
+TEST_F(RecallTest, HnswEfSearchTradesRecall) {
+  const auto c = Build("HNSW32");
+  const double narrow = Recall(*c, kK), standard = Recall(*c),
+               wide = Recall(*c, 512);
+  EXPECT_LT(narrow, standard);
+  EXPECT_GE(wide, standard);
+  EXPECT_GE(wide, 0.98);
+}
+
+TEST_F(RecallTest, EfSearchOutOfRangeIsInvalid) {
+  const auto c = Build("Flat");
+  SearchOptions so;
+  so.k = kK;
+  for (int ef : {-1, kK - 1, kMaxEfSearch + 1}) {
+    so.ef_search = ef;
+    auto r = c->Search(std::span(Queries(), kDim), so);
+    ASSERT_FALSE(r.ok()) << ef;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << ef;
+    EXPECT_NE(r.status().message().find("ef_search"), std::string::npos);
+  }
+}
+
+TEST_F(RecallTest, IvfPqAtLeast80Percent) {
+  const auto c = Build("IVF1024,PQ48");
+  EXPECT_GE(Recall(*c), 0.80);
+}
+} // namespace
+} // namespace zv::index

@@ -10,11 +10,14 @@
 namespace zv::tools {
 namespace {
 
-Status Query(const Flags& flags) {
+Status Query(const Flags &flags) {
   const std::string server = flags.Get("server", kDefaultListen);
   ZV_ASSIGN_OR_RETURN(const std::string collection,
                       flags.Require("collection"));
   ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, 1000));
+  // 0 = the index default; the server checks it against k.
+  ZV_ASSIGN_OR_RETURN(const int64_t ef_search,
+                      flags.GetInt("ef-search", 0, 0, 4096));
   ZV_ASSIGN_OR_RETURN(const int64_t timeout_s,
                       flags.GetInt("timeout-s", 30, 1, 3600));
   if (flags.Has("text") == flags.Has("vector-file")) {
@@ -23,6 +26,7 @@ Status Query(const Flags& flags) {
   zerovec::v1::SearchRequest req;
   req.set_collection(collection);
   req.set_k(static_cast<int32_t>(k));
+  req.set_ef_search(static_cast<int32_t>(ef_search));
   req.set_include_documents(true);
   if (flags.Has("namespace"))
     req.mutable_filter()->set_namespace_(flags.Get("namespace"));
@@ -30,7 +34,8 @@ Status Query(const Flags& flags) {
     req.mutable_query()->set_text(flags.Get("text"));
   } else {
     auto values = ReadVectorFile(flags.Get("vector-file"));
-    if (!values.ok()) return FailedPreconditionError(values.status().message());
+    if (!values.ok())
+      return FailedPreconditionError(values.status().message());
     req.mutable_query()->mutable_vector()->mutable_values()->Add(
         values->begin(), values->end());
   }
@@ -40,7 +45,8 @@ Status Query(const Flags& flags) {
                    std::chrono::seconds(timeout_s));
   if (flags.Has("auth-token-file")) {
     auto token = ReadSecretFile(flags.Get("auth-token-file"));
-    if (!token.ok()) return FailedPreconditionError(token.status().message());
+    if (!token.ok())
+      return FailedPreconditionError(token.status().message());
     ctx.AddMetadata("authorization", "Bearer " + *token);
   }
   auto channel =
@@ -56,24 +62,27 @@ Status Query(const Flags& flags) {
         ": " + s.error_message());
   }
   std::vector<OutputHit> hits;
-  for (const auto& h : resp.hits()) {
+  for (const auto &h : resp.hits()) {
     hits.push_back({h.id(), h.score(), h.namespace_(), h.text()});
   }
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();
 }
 
-}  // namespace
+} // namespace
 
-int RunQuery(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args,
-                            {"server", "collection", "text", "vector-file", "k",
-                             "namespace", "auth-token-file", "timeout-s"},
-                            {"json"});
-  if (!flags.ok()) return Fail("query", flags.status(), true);
+int RunQuery(const std::vector<std::string> &args) {
+  auto flags =
+      Flags::Parse(args,
+                   {"server", "collection", "text", "vector-file", "k",
+                    "namespace", "auth-token-file", "timeout-s", "ef-search"},
+                   {"json"});
+  if (!flags.ok())
+    return Fail("query", flags.status(), true);
   Status s = Query(*flags);
-  if (!s.ok()) return Fail("query", s, IsUsageError(s));
+  if (!s.ok())
+    return Fail("query", s, IsUsageError(s));
   return 0;
 }
 
-}  // namespace zv::tools
+} // namespace zv::tools
