@@ -2,7 +2,8 @@
 # Runs every ZeroVec test and ends with one line "N passed, N failed":
 #   1. installs what is missing (tools/setup.sh);
 #   2. every unit and integration test under AddressSanitizer + UBSan (--config=asan);
-#   3. the tests tagged "tsan" (the segment concurrency tests) under ThreadSanitizer;
+#   3. the tests tagged "tsan" (segment, collection, gRPC and attach concurrency)
+#      under ThreadSanitizer;
 #   4. each libFuzzer target for FUZZ_SECONDS (default 45) over its seed corpus.
 # CUDA tests are behind --config=cuda and run on a GPU machine (README, "GPU").
 # Counts are test cases from each target's JUnit XML; a target that died before
