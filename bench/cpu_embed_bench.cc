@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
   };
 
   std::ostringstream json;
-  json << "{\"device\":\"" << (*emb)->device_description() << "\",\"dim\":"
-       << dim << ",\"texts\":" << n << ",\"results\":[";
+  json << "{\"device\":\"" << (*emb)->device_description()
+       << "\",\"dim\":" << dim << ",\"texts\":" << n << ",\"results\":[";
   bool first = true;
   for (int batch : batches) {
     for (int w = 0; w < warmup; ++w)
@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       if (!one_pass(batch)) return 1;
-      secs.push_back(std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count());
+      secs.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count());
     }
     const double med = Median(secs);
     std::fprintf(stderr, "batch %d: median %.4f s a pass of %zu texts\n", batch,
@@ -115,8 +115,7 @@ int main(int argc, char** argv) {
     json << (first ? "" : ",") << "{\"batch\":" << batch
          << ",\"median_pass_s\":" << med << ",\"reps\":" << reps
          << ",\"all_pass_s\":[";
-    for (size_t i = 0; i < secs.size(); ++i)
-      json << (i ? "," : "") << secs[i];
+    for (size_t i = 0; i < secs.size(); ++i) json << (i ? "," : "") << secs[i];
     json << "]}";
     first = false;
   }

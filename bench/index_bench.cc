@@ -32,10 +32,10 @@ struct Flags {
   size_t rows = 100000;
   size_t queries = 200;
   bool skip_hnsw = false;
-  bool skip_faiss_hnsw = false; // its build alone is ~8 min at 1M on 2 cores
+  bool skip_faiss_hnsw = false;  // its build alone is ~8 min at 1M on 2 cores
 };
 
-double Seconds(const std::function<void()> &fn) {
+double Seconds(const std::function<void()>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -47,8 +47,8 @@ struct Row {
   double build_s = 0, recall = 0, latency_ms = 0, qps = 0, memory_mb = 0;
 };
 
-double Recall(const std::vector<int64_t> &got,
-              const std::vector<int64_t> &truth, size_t nq) {
+double Recall(const std::vector<int64_t>& got,
+              const std::vector<int64_t>& truth, size_t nq) {
   size_t hits = 0;
   for (size_t q = 0; q < nq; ++q) {
     for (int i = 0; i < kK; ++i) {
@@ -61,10 +61,9 @@ double Recall(const std::vector<int64_t> &got,
 
 // One query at a time (latency) and all at once (throughput) through `search`,
 // which fills labels (nq x k) for the given queries.
-void Measure(
-    Row *row, size_t nq, const float *queries,
-    const std::function<void(size_t, const float *, int64_t *)> &search,
-    const std::vector<int64_t> &truth) {
+void Measure(Row* row, size_t nq, const float* queries,
+             const std::function<void(size_t, const float*, int64_t*)>& search,
+             const std::vector<int64_t>& truth) {
   std::vector<int64_t> labels(nq * kK);
   row->latency_ms = 1000 * Seconds([&] {
                       for (size_t q = 0; q < nq; ++q) {
@@ -76,18 +75,17 @@ void Measure(
   row->qps = nq / Seconds([&] { search(nq, queries, labels.data()); });
 }
 
-using SearchFn = std::function<void(size_t, const float *, int64_t *)>;
+using SearchFn = std::function<void(size_t, const float*, int64_t*)>;
 
 // Searches a collection; maps ids (decimal row numbers) back to labels.
 // ef_search 0 = the index default.
-SearchFn CollectionSearch(const Collection &c, int ef_search = 0) {
-  return [&c, ef_search](size_t nq, const float *q, int64_t *labels) {
+SearchFn CollectionSearch(const Collection& c, int ef_search = 0) {
+  return [&c, ef_search](size_t nq, const float* q, int64_t* labels) {
     SearchOptions o;
     o.k = kK;
     o.ef_search = ef_search;
     auto r = c.Search(std::span(q, nq * kDim), o);
-    if (!r.ok())
-      std::abort();
+    if (!r.ok()) std::abort();
     for (size_t i = 0; i < nq; ++i) {
       for (int j = 0; j < kK; ++j) {
         labels[i * kK + j] = j < static_cast<int>((*r)[i].size())
@@ -104,12 +102,12 @@ constexpr int kEfSweep[] = {16, 32, 64, 128, 256, 512};
 
 struct Sweep {
   std::string name;
-  std::vector<Row> points; // one per kEfSweep entry; name = ef
+  std::vector<Row> points;  // one per kEfSweep entry; name = ef
 };
 
-Sweep RunSweep(const std::string &name, size_t nq, const float *queries,
-               const std::function<SearchFn(int)> &at_ef,
-               const std::vector<int64_t> &truth) {
+Sweep RunSweep(const std::string& name, size_t nq, const float* queries,
+               const std::function<SearchFn(int)>& at_ef,
+               const std::vector<int64_t>& truth) {
   Sweep s{name, {}};
   for (int ef : kEfSweep) {
     Row r{std::to_string(ef)};
@@ -120,33 +118,29 @@ Sweep RunSweep(const std::string &name, size_t nq, const float *queries,
 }
 
 // The cheapest swept point reaching `target` recall (null if none does).
-const Row *AtRecall(const Sweep &s, double target) {
-  for (const Row &r : s.points)
-    if (r.recall >= target)
-      return &r;
+const Row* AtRecall(const Sweep& s, double target) {
+  for (const Row& r : s.points)
+    if (r.recall >= target) return &r;
   return nullptr;
 }
 
-void PrintSweeps(const std::vector<Sweep> &sweeps, size_t nq) {
-  if (sweeps.empty())
-    return;
+void PrintSweeps(const std::vector<Sweep>& sweeps, size_t nq) {
+  if (sweeps.empty()) return;
   std::printf("\nHNSW efSearch sweep (QPS = batch of %zu)\n\n| efSearch |", nq);
-  for (const Sweep &s : sweeps)
+  for (const Sweep& s : sweeps)
     std::printf(" %s recall@10 | ms | QPS |", s.name.c_str());
   std::printf("\n|---|");
-  for (size_t i = 0; i < sweeps.size(); ++i)
-    std::printf("---|---|---|");
+  for (size_t i = 0; i < sweeps.size(); ++i) std::printf("---|---|---|");
   std::printf("\n");
   for (size_t p = 0; p < std::size(kEfSweep); ++p) {
     std::printf("| %d |", kEfSweep[p]);
-    for (const Sweep &s : sweeps) {
-      const Row &r = s.points[p];
+    for (const Sweep& s : sweeps) {
+      const Row& r = s.points[p];
       std::printf(" %.4f | %.3f | %.0f |", r.recall, r.latency_ms, r.qps);
     }
     std::printf("\n");
   }
-  if (sweeps.size() != 2)
-    return;
+  if (sweeps.size() != 2) return;
   std::printf(
       "\nAt matched recall (cheapest swept efSearch reaching the target)\n\n"
       "| recall@10 >= | %s ef | %s ef | latency ratio (%s / %s) | QPS ratio "
@@ -154,8 +148,8 @@ void PrintSweeps(const std::vector<Sweep> &sweeps, size_t nq) {
       sweeps[0].name.c_str(), sweeps[1].name.c_str(), sweeps[1].name.c_str(),
       sweeps[0].name.c_str(), sweeps[0].name.c_str(), sweeps[1].name.c_str());
   for (double target : {0.90, 0.95, 0.99}) {
-    const Row *a = AtRecall(sweeps[0], target);
-    const Row *b = AtRecall(sweeps[1], target);
+    const Row* a = AtRecall(sweeps[0], target);
+    const Row* b = AtRecall(sweeps[1], target);
     if (a == nullptr || b == nullptr) {
       std::printf("| %.2f | %s | %s | - | - |\n", target,
                   a ? a->name.c_str() : "not reached",
@@ -168,22 +162,20 @@ void PrintSweeps(const std::vector<Sweep> &sweeps, size_t nq) {
   }
 }
 
-std::shared_ptr<Collection> BuildCollection(Database &db,
-                                            const std::string &descriptor,
-                                            const std::vector<float> &data,
+std::shared_ptr<Collection> BuildCollection(Database& db,
+                                            const std::string& descriptor,
+                                            const std::vector<float>& data,
                                             size_t rows) {
   CollectionOptions o;
   o.dim = kDim;
   o.index.descriptor = descriptor;
   auto c = db.CreateCollection(descriptor == "Flat" ? "flat" : "hnsw", o);
-  if (!c.ok())
-    std::abort();
+  if (!c.ok()) std::abort();
   constexpr size_t kBatch = 10000;
   for (size_t first = 0; first < rows; first += kBatch) {
     const size_t n = std::min(kBatch, rows - first);
     std::vector<Record> recs(n);
-    for (size_t i = 0; i < n; ++i)
-      recs[i].id = std::to_string(first + i);
+    for (size_t i = 0; i < n; ++i) recs[i].id = std::to_string(first + i);
     if (!(*c)->Upsert(recs, std::span(data).subspan(first * kDim, n * kDim))
              .ok())
       std::abort();
@@ -191,14 +183,14 @@ std::shared_ptr<Collection> BuildCollection(Database &db,
   return *c;
 }
 
-int Main(const Flags &f) {
+int Main(const Flags& f) {
   openblas_set_num_threads(
-      1); // faiss parallelises with OpenMP; avoid oversubscription
+      1);  // faiss parallelises with OpenMP; avoid oversubscription
   std::printf("generating %zu x %u vectors + %zu queries...\n", f.rows, kDim,
               f.queries);
   const std::vector<float> data =
       testing::LatentClustered(f.rows, f.queries, kDim, 1000, 16, 7);
-  const float *queries = data.data() + f.rows * kDim;
+  const float* queries = data.data() + f.rows * kDim;
   const std::vector<float> base(data.begin(), data.begin() + f.rows * kDim);
 
   std::vector<Row> rows;
@@ -215,7 +207,7 @@ int Main(const Flags &f) {
   }
   Measure(
       &fc, f.queries, queries,
-      [&](size_t nq, const float *q, int64_t *l) {
+      [&](size_t nq, const float* q, int64_t* l) {
         std::vector<float> d(nq * kK);
         flat_copy.search(nq, q, kK, d.data(), l);
       },
@@ -223,13 +215,12 @@ int Main(const Flags &f) {
 
   const auto dir = testing::NewTempDir("zv-bench");
   auto db = Database::Open(dir);
-  if (!db.ok())
-    return 1;
+  if (!db.ok()) return 1;
   Row fi{"ZeroVec Flat (in place)"};
   std::shared_ptr<Collection> flat;
   fi.build_s =
       Seconds([&] { flat = BuildCollection(**db, "Flat", data, f.rows); });
-  fi.memory_mb = dynamic_cast<CollectionImpl &>(*flat).IndexMemoryBytes() / 1e6;
+  fi.memory_mb = dynamic_cast<CollectionImpl&>(*flat).IndexMemoryBytes() / 1e6;
   Measure(&fi, f.queries, queries, CollectionSearch(*flat), truth);
   rows.push_back(fi);
   rows.push_back(fc);
@@ -240,7 +231,7 @@ int Main(const Flags &f) {
     hi.build_s =
         Seconds([&] { hnsw = BuildCollection(**db, "HNSW32", data, f.rows); });
     hi.memory_mb =
-        dynamic_cast<CollectionImpl &>(*hnsw).IndexMemoryBytes() / 1e6;
+        dynamic_cast<CollectionImpl&>(*hnsw).IndexMemoryBytes() / 1e6;
     Measure(&hi, f.queries, queries, CollectionSearch(*hnsw), truth);
     rows.push_back(hi);
     sweeps.push_back(RunSweep(
@@ -253,14 +244,14 @@ int Main(const Flags &f) {
     hf.hnsw.efSearch = 128;
     Row hr{"faiss IndexHNSWFlat (own copy)"};
     hr.build_s = Seconds([&] { hf.add(f.rows, base.data()); });
-    const auto *storage =
-        dynamic_cast<const faiss::IndexFlatCodes *>(hf.storage);
+    const auto* storage =
+        dynamic_cast<const faiss::IndexFlatCodes*>(hf.storage);
     hr.memory_mb = (storage->codes.size() + hf.hnsw.neighbors.size() * 4 +
                     hf.hnsw.offsets.size() * 8 + hf.hnsw.levels.size() * 4) /
                    1e6;
     Measure(
         &hr, f.queries, queries,
-        [&](size_t nq, const float *q, int64_t *l) {
+        [&](size_t nq, const float* q, int64_t* l) {
           std::vector<float> d(nq * kK);
           hf.search(nq, q, kK, d.data(), l);
         },
@@ -269,8 +260,8 @@ int Main(const Flags &f) {
     sweeps.push_back(RunSweep(
         "faiss HNSWFlat", f.queries, queries,
         [&](int ef) -> SearchFn {
-          return [&hf, ef](size_t nq, const float *q, int64_t *l) {
-            hf.hnsw.efSearch = ef; // whichever one faiss reads: both agree
+          return [&hf, ef](size_t nq, const float* q, int64_t* l) {
+            hf.hnsw.efSearch = ef;  // whichever one faiss reads: both agree
             faiss::SearchParametersHNSW p;
             p.efSearch = ef;
             std::vector<float> d(nq * kK);
@@ -287,7 +278,7 @@ int Main(const Flags &f) {
       "%zu) | "
       "index-owned memory MB |\n|---|---|---|---|---|---|\n",
       f.queries);
-  for (const Row &r : rows) {
+  for (const Row& r : rows) {
     std::printf("| %s | %.1f | %.4f | %.3f | %.0f | %.1f |\n", r.name.c_str(),
                 r.build_s, r.recall, r.latency_ms, r.qps, r.memory_mb);
   }
@@ -304,10 +295,10 @@ int Main(const Flags &f) {
   return 0;
 }
 
-} // namespace
-} // namespace zv::index
+}  // namespace
+}  // namespace zv::index
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   zv::index::Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -89,7 +89,8 @@ int64_t RssKb(pid_t pid) {
 
 std::unique_ptr<grpc::ClientContext> Ctx() {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::seconds(10));
   return ctx;
 }
 
@@ -113,7 +114,8 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
-RunResult RunOnce(const Config& c, int port, int run, std::atomic<int64_t>* next_id) {
+RunResult RunOnce(const Config& c, int port, int run,
+                  std::atomic<int64_t>* next_id) {
   std::vector<RunResult> per(c.clients);
   std::vector<std::thread> threads;
   const auto end = Clock::now() + std::chrono::seconds(c.seconds);
@@ -144,7 +146,8 @@ RunResult RunOnce(const Config& c, int port, int run, std::atomic<int64_t>* next
           pb::SearchRequest req;
           req.set_collection("load");
           const auto v = RandomUnit(rng, c.dim);
-          req.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(), v.end());
+          req.mutable_query()->mutable_vector()->mutable_values()->Add(
+              v.begin(), v.end());
           req.set_k(c.k);
           req.set_include_documents(true);
           pb::SearchResponse resp;
@@ -152,7 +155,8 @@ RunResult RunOnce(const Config& c, int port, int run, std::atomic<int64_t>* next
           ++r.searches;
         }
         r.latencies_us.push_back(
-            std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            std::chrono::duration<double, std::micro>(Clock::now() - t0)
+                .count());
         ++r.ops;
         if (!s.ok()) ++r.errors;
       }
@@ -177,7 +181,8 @@ RunResult RunOnce(const Config& c, int port, int run, std::atomic<int64_t>* next
 
 int main(int argc, char** argv) {
   const Config c = ParseArgs(argc, argv);
-  const fs::path dir = fs::temp_directory_path() / ("zv-load-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("zv-load-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path port_file = dir / "port";
@@ -186,9 +191,10 @@ int main(int argc, char** argv) {
     const std::string data = (dir / "data").string(), pf = port_file.string();
     const std::string log = (dir / "serve.log").string();
     freopen(log.c_str(), "w", stderr);
-    execl(c.zerovec.c_str(), c.zerovec.c_str(), "serve", "--data", data.c_str(), "--listen",
-          "127.0.0.1:0", "--model", "none", "--port-file", pf.c_str(),
-          "--max-concurrent-requests", "1024", static_cast<char*>(nullptr));
+    execl(c.zerovec.c_str(), c.zerovec.c_str(), "serve", "--data", data.c_str(),
+          "--listen", "127.0.0.1:0", "--model", "none", "--port-file",
+          pf.c_str(), "--max-concurrent-requests", "1024",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
@@ -197,7 +203,8 @@ int main(int argc, char** argv) {
     std::ifstream(port_file) >> port;
   }
   if (port == 0) {
-    fprintf(stderr, "load_test: the server did not start (%s)\n", c.zerovec.c_str());
+    fprintf(stderr, "load_test: the server did not start (%s)\n",
+            c.zerovec.c_str());
     kill(pid, SIGKILL);
     return 1;
   }
@@ -228,24 +235,34 @@ int main(int argc, char** argv) {
     pb::UpsertResponse resp;
     if (!stub->Upsert(Ctx().get(), req, &resp).ok()) return 1;
   }
-  printf("load_test: %d clients, %d s a run, %d runs, %d%% upserts (batch %d), dim %d, k %d, "
-         "index %s, preload %d rows\n",
-         c.clients, c.seconds, c.runs, c.upsert_percent, c.upsert_batch, c.dim, c.k,
-         c.index.c_str(), c.preload);
-  printf("| run | ops | QPS | searches | upserts | errors | p50 ms | p99 ms | p99.9 ms | "
-         "server RSS before MiB | after MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  printf(
+      "load_test: %d clients, %d s a run, %d runs, %d%% upserts (batch %d), "
+      "dim %d, k %d, "
+      "index %s, preload %d rows\n",
+      c.clients, c.seconds, c.runs, c.upsert_percent, c.upsert_batch, c.dim,
+      c.k, c.index.c_str(), c.preload);
+  printf(
+      "| run | ops | QPS | searches | upserts | errors | p50 ms | p99 ms | "
+      "p99.9 ms | "
+      "server RSS before MiB | after MiB "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::atomic<int64_t> next_id{0};
   int failures = 0;
   for (int run = 0; run < c.runs; ++run) {
     const int64_t before = RssKb(pid);
     RunResult r = RunOnce(c, port, run, &next_id);
     const int64_t after = RssKb(pid);
-    printf("| %d | %llu | %.0f | %llu | %llu | %llu | %.2f | %.2f | %.2f | %.1f | %.1f |\n", run + 1,
-           static_cast<unsigned long long>(r.ops), r.ops / r.seconds,
-           static_cast<unsigned long long>(r.searches), static_cast<unsigned long long>(r.upserts),
-           static_cast<unsigned long long>(r.errors), Percentile(r.latencies_us, 0.5) / 1000,
-           Percentile(r.latencies_us, 0.99) / 1000, Percentile(r.latencies_us, 0.999) / 1000,
-           before / 1024.0, after / 1024.0);
+    printf(
+        "| %d | %llu | %.0f | %llu | %llu | %llu | %.2f | %.2f | %.2f | %.1f | "
+        "%.1f |\n",
+        run + 1, static_cast<unsigned long long>(r.ops), r.ops / r.seconds,
+        static_cast<unsigned long long>(r.searches),
+        static_cast<unsigned long long>(r.upserts),
+        static_cast<unsigned long long>(r.errors),
+        Percentile(r.latencies_us, 0.5) / 1000,
+        Percentile(r.latencies_us, 0.99) / 1000,
+        Percentile(r.latencies_us, 0.999) / 1000, before / 1024.0,
+        after / 1024.0);
     fflush(stdout);
     failures += r.errors > 0;
   }

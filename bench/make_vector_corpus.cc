@@ -47,9 +47,9 @@ int main(int argc, char** argv) {
       s += v[j] * v[j];
     }
     s = 1.0f / std::sqrt(s);
-    line = "{\"id\":\"d" + std::to_string(i) +
-           "\",\"text\":\"document " + std::to_string(i) +
-           " of the scaling corpus, cluster " + std::to_string(c) +
+    line = "{\"id\":\"d" + std::to_string(i) + "\",\"text\":\"document " +
+           std::to_string(i) + " of the scaling corpus, cluster " +
+           std::to_string(c) +
            ", a short stand-in text for its vector\",\"namespace\":\"n" +
            std::to_string(i % 8) + "\",\"vector\":[";
     for (int j = 0; j < dim; ++j) {

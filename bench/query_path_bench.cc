@@ -61,7 +61,8 @@ RunStats TimeRun(size_t nq, F&& search) {
   for (size_t i = 0; i < nq; ++i) {
     const auto t0 = Clock::now();
     search(i);
-    lat[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    lat[i] =
+        std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
   const double total =
       std::chrono::duration<double>(Clock::now() - start).count();
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
   const int runs = std::stoi(Arg(argc, argv, "runs", "5"));
   const size_t warmup = std::stoul(Arg(argc, argv, "warmup", "200"));
   const int k = std::stoi(Arg(argc, argv, "k", "10"));
-  const std::string out_path = Arg(argc, argv, "out", (dir / "cpp.json").string());
+  const std::string out_path =
+      Arg(argc, argv, "out", (dir / "cpp.json").string());
 
   // Embedding-like data: clustered, normalised; the last nq rows are queries.
   std::filesystem::remove_all(dir);
@@ -153,7 +155,8 @@ int main(int argc, char** argv) {
     grpc::ClientContext ctx;
     grpc::Status s = stub->Search(&ctx, req, &resp);
     if (!s.ok()) {
-      if (!failed) std::fprintf(stderr, "grpc: %s\n", s.error_message().c_str());
+      if (!failed)
+        std::fprintf(stderr, "grpc: %s\n", s.error_message().c_str());
       failed = true;
       return;
     }
@@ -166,7 +169,8 @@ int main(int argc, char** argv) {
   auto attach_search = [&](size_t i) {
     auto r = (*attached)->Search({queries + i * dim, dim}, sopt);
     if (!r.ok()) {
-      if (!failed) std::fprintf(stderr, "attach: %s\n", r.status().ToString().c_str());
+      if (!failed)
+        std::fprintf(stderr, "attach: %s\n", r.status().ToString().c_str());
       failed = true;
       return;
     }
@@ -194,7 +198,8 @@ int main(int argc, char** argv) {
                  "run %d: grpc p50 %.0f us p99 %.0f us %.0f qps | attach p50 "
                  "%.0f us p99 %.0f us %.0f qps | attach 1 thread p50 %.0f us\n",
                  r, g.back().p50_us, g.back().p99_us, g.back().qps,
-                 a.back().p50_us, a.back().p99_us, a.back().qps, a1.back().p50_us);
+                 a.back().p50_us, a.back().p99_us, a.back().qps,
+                 a1.back().p50_us);
   }
   if (failed) return Die("a search failed");
   size_t same = 0;

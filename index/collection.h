@@ -38,16 +38,16 @@ struct CollectionOptions {
   shm::Metric metric = shm::Metric::kInnerProduct;
   IndexSpec index;
   uint64_t rows_per_extent = 65536;
-  std::optional<std::string> group; // files 0640 + this group, else 0600
-  bool sync = false;                // fsync before acknowledging writes
+  std::optional<std::string> group;  // files 0640 + this group, else 0600
+  bool sync = false;                 // fsync before acknowledging writes
 };
 
 // One item of an upsert. The vector travels separately (see
 // Collection::Upsert).
 struct Record {
-  std::string id;   // external id, 1..kMaxIdBytes bytes
-  std::string text; // the document; may be empty for vector-only items
-  std::string ns;   // namespace (agent / session); may be empty
+  std::string id;    // external id, 1..kMaxIdBytes bytes
+  std::string text;  // the document; may be empty for vector-only items
+  std::string ns;    // namespace (agent / session); may be empty
   std::map<std::string, std::string> metadata;
   int64_t timestamp_ms = 0;
 };
@@ -56,8 +56,8 @@ struct Record {
 struct Filter {
   std::optional<std::string> ns;
   std::map<std::string, std::string> metadata_equals;
-  std::optional<int64_t> min_timestamp_ms; // inclusive
-  std::optional<int64_t> max_timestamp_ms; // inclusive
+  std::optional<int64_t> min_timestamp_ms;  // inclusive
+  std::optional<int64_t> max_timestamp_ms;  // inclusive
   bool empty() const {
     return !ns && metadata_equals.empty() && !min_timestamp_ms &&
            !max_timestamp_ms;
@@ -76,9 +76,9 @@ struct SearchOptions {
 struct Hit {
   std::string id;
   float score =
-      0; // inner product (higher is better) or squared L2 (lower is better)
-  Record record; // id, ns, timestamp always; text and metadata if
-                 // include_documents
+      0;  // inner product (higher is better) or squared L2 (lower is better)
+  Record record;  // id, ns, timestamp always; text and metadata if
+                  // include_documents
 };
 
 struct GetResult {
@@ -91,8 +91,8 @@ struct CollectionInfo {
   uint32_t dim = 0;
   shm::Metric metric = shm::Metric::kInnerProduct;
   std::string index_descriptor;
-  uint64_t rows = 0;      // committed rows incl. tombstoned
-  uint64_t live_rows = 0; // rows - tombstones
+  uint64_t rows = 0;       // committed rows incl. tombstoned
+  uint64_t live_rows = 0;  // rows - tombstones
   uint64_t tombstones = 0;
   uint64_t generation = 0;
   std::filesystem::path segment_dir;
@@ -100,13 +100,13 @@ struct CollectionInfo {
 
 // Fills `rows.size()` writable rows (each `dim` floats, in segment memory) in
 // place. Used by the embedder to write vectors straight into the segment.
-using RowFiller = std::function<Status(std::span<float *const> rows)>;
+using RowFiller = std::function<Status(std::span<float* const> rows)>;
 
 class Collection {
-public:
+ public:
   virtual ~Collection() = default;
 
-  virtual const std::string &name() const = 0;
+  virtual const std::string& name() const = 0;
   virtual CollectionInfo Describe() const = 0;
 
   // Upserts records with their vectors (row-major, records.size() x dim).
@@ -117,63 +117,60 @@ public:
                         std::span<const float> vectors) = 0;
   // Same, but the vectors are written in place into the segment by `fill`.
   virtual Status UpsertInPlace(std::span<const Record> records,
-                               const RowFiller &fill) = 0;
+                               const RowFiller& fill) = 0;
 
   // Queries are row-major, nq x dim. Result i holds up to k hits for query i,
   // best first.
-  virtual StatusOr<std::vector<std::vector<Hit>>>
-  Search(std::span<const float> queries,
-         const SearchOptions &options) const = 0;
+  virtual StatusOr<std::vector<std::vector<Hit>>> Search(
+      std::span<const float> queries, const SearchOptions& options) const = 0;
   // Missing ids are skipped; the result is in request order.
-  virtual StatusOr<std::vector<GetResult>>
-  Get(std::span<const std::string> ids) const = 0;
+  virtual StatusOr<std::vector<GetResult>> Get(
+      std::span<const std::string> ids) const = 0;
   // Returns how many of the ids existed and were deleted.
   virtual StatusOr<uint64_t> Delete(std::span<const std::string> ids) = 0;
   // Rewrites the collection without tombstoned rows as a new segment
   // generation.
   virtual Status Compact() = 0;
   // True if `id` is stored (for resumable bulk builds).
-  virtual StatusOr<bool> Contains(const std::string &id) const = 0;
+  virtual StatusOr<bool> Contains(const std::string& id) const = 0;
 };
 
 // All collections of one data directory, sharing one RocksDB meta store.
 class Database {
-public:
+ public:
   virtual ~Database() = default;
 
   // Opens (creating if needed) the data directory.
-  static StatusOr<std::unique_ptr<Database>>
-  Open(const std::filesystem::path &data_dir);
+  static StatusOr<std::unique_ptr<Database>> Open(
+      const std::filesystem::path& data_dir);
 
-  virtual StatusOr<std::shared_ptr<Collection>>
-  CreateCollection(const std::string &name,
-                   const CollectionOptions &options) = 0;
-  virtual Status DropCollection(const std::string &name) = 0;
+  virtual StatusOr<std::shared_ptr<Collection>> CreateCollection(
+      const std::string& name, const CollectionOptions& options) = 0;
+  virtual Status DropCollection(const std::string& name) = 0;
   virtual std::vector<std::string> ListCollections() const = 0;
   // NOT_FOUND for an unknown collection.
-  virtual StatusOr<std::shared_ptr<Collection>>
-  GetCollection(const std::string &name) const = 0;
+  virtual StatusOr<std::shared_ptr<Collection>> GetCollection(
+      const std::string& name) const = 0;
 };
 
 // A co-located, read-only view of a collection that another process (the
 // server) writes: attaches the segment read-only and opens the meta store as a
 // RocksDB secondary. Searches exactly (flat) over committed rows.
 class AttachedCollection {
-public:
+ public:
   virtual ~AttachedCollection() = default;
-  static StatusOr<std::unique_ptr<AttachedCollection>>
-  Attach(const std::filesystem::path &data_dir, const std::string &name);
+  static StatusOr<std::unique_ptr<AttachedCollection>> Attach(
+      const std::filesystem::path& data_dir, const std::string& name);
   // Picks up rows committed and metadata written since the last call.
   virtual Status Refresh() = 0;
   virtual CollectionInfo Describe() const = 0;
-  virtual StatusOr<std::vector<std::vector<Hit>>>
-  Search(std::span<const float> queries,
-         const SearchOptions &options) const = 0;
+  virtual StatusOr<std::vector<std::vector<Hit>>> Search(
+      std::span<const float> queries, const SearchOptions& options) const = 0;
 };
 
 // Collection names: 1..64 chars of [A-Za-z0-9_-], not starting with '-'.
-Status ValidateCollectionName(const std::string &name);
+Status ValidateCollectionName(const std::string& name);
 
-} // namespace zv::index
+}  // namespace zv::index
 
-#endif // ZEROVEC_INDEX_COLLECTION_H_
+#endif  // ZEROVEC_INDEX_COLLECTION_H_

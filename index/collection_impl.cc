@@ -17,14 +17,13 @@ std::string GenerationDirName(uint64_t generation) {
   return buf;
 }
 
-Status WriteCurrent(const std::filesystem::path &root, uint64_t generation) {
+Status WriteCurrent(const std::filesystem::path& root, uint64_t generation) {
   const auto tmp = root / "CURRENT.tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << GenerationDirName(generation) << "\n";
     out.flush();
-    if (!out)
-      return InternalError(tmp.string() + ": write failed");
+    if (!out) return InternalError(tmp.string() + ": write failed");
   }
   std::error_code ec;
   std::filesystem::rename(tmp, root / "CURRENT", ec);
@@ -36,7 +35,7 @@ Status WriteCurrent(const std::filesystem::path &root, uint64_t generation) {
 
 namespace {
 
-shm::SegmentOptions SegmentOptionsOf(const CollectionOptions &o) {
+shm::SegmentOptions SegmentOptionsOf(const CollectionOptions& o) {
   shm::SegmentOptions s;
   s.dim = o.dim;
   s.metric = o.metric;
@@ -46,28 +45,29 @@ shm::SegmentOptions SegmentOptionsOf(const CollectionOptions &o) {
   return s;
 }
 
-} // namespace
+}  // namespace
 
 CollectionImpl::CollectionImpl(std::shared_ptr<MetaStore> store,
                                std::filesystem::path root, CollectionMeta meta,
                                IndexKind kind)
-    : store_(std::move(store)), root_(std::move(root)), meta_(std::move(meta)),
+    : store_(std::move(store)),
+      root_(std::move(root)),
+      meta_(std::move(meta)),
       kind_(kind) {}
 
 CollectionImpl::~CollectionImpl() {
   // Saving the graph spares the next open a rebuild; failure only costs that.
-  if (!dropped_ && g_ && g_->ann)
-    (void)g_->ann->Save();
+  if (!dropped_ && g_ && g_->ann) (void)g_->ann->Save();
 }
 
 StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
-    std::shared_ptr<MetaStore> store, const std::filesystem::path &root,
-    const std::string &name, const CollectionOptions &options) {
+    std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+    const std::string& name, const CollectionOptions& options) {
   ZV_ASSIGN_OR_RETURN(IndexKind kind,
                       ParseDescriptor(options.index.descriptor, options.dim));
   CollectionMeta meta{name, options, 1};
   std::error_code ec;
-  std::filesystem::remove_all(root, ec); // leftovers of a create that crashed
+  std::filesystem::remove_all(root, ec);  // leftovers of a create that crashed
   auto g = std::make_unique<Generation>();
   g->number = 1;
   g->dir = root / GenerationDirName(1);
@@ -85,10 +85,9 @@ StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
   return c;
 }
 
-StatusOr<std::shared_ptr<CollectionImpl>>
-CollectionImpl::Open(std::shared_ptr<MetaStore> store,
-                     const std::filesystem::path &root,
-                     const CollectionMeta &meta) {
+StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Open(
+    std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
+    const CollectionMeta& meta) {
   ZV_ASSIGN_OR_RETURN(
       IndexKind kind,
       ParseDescriptor(meta.options.index.descriptor, meta.options.dim));
@@ -99,7 +98,7 @@ CollectionImpl::Open(std::shared_ptr<MetaStore> store,
   g->dir = root / GenerationDirName(meta.generation);
   // Other generations are a crashed compaction's output or a retired segment.
   std::error_code ec;
-  for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
     const std::string fname = entry.path().filename().string();
     if (fname.rfind("gen.", 0) == 0 && entry.path() != g->dir) {
       std::filesystem::remove_all(entry.path(), ec);
@@ -116,14 +115,14 @@ CollectionImpl::Open(std::shared_ptr<MetaStore> store,
   return c;
 }
 
-Status CollectionImpl::OpenAnn(Generation *g) {
+Status CollectionImpl::OpenAnn(Generation* g) {
   ZV_ASSIGN_OR_RETURN(g->ann, OpenAnnIndex(kind_, *g->writer, g->dir));
   return OkStatus();
 }
 
-Status CollectionImpl::Reconcile(Generation *g) {
-  const std::string &name = meta_.name;
-  shm::Writer &w = *g->writer;
+Status CollectionImpl::Reconcile(Generation* g) {
+  const std::string& name = meta_.name;
+  shm::Writer& w = *g->writer;
   const uint64_t committed = w.committed();
   auto fix = store_->NewBatch();
   // Attributes of committed rows; entries past `committed` belong to a batch
@@ -134,21 +133,19 @@ Status CollectionImpl::Reconcile(Generation *g) {
           fix.DeleteRow(name, g->number, row);
           return OkStatus();
         }
-        while (g->attrs.size() < row)
-          g->attrs.AppendAbsent();
+        while (g->attrs.size() < row) g->attrs.AppendAbsent();
         g->attrs.Append(r);
         return OkStatus();
       }));
-  while (g->attrs.size() < committed)
-    g->attrs.AppendAbsent();
+  while (g->attrs.size() < committed) g->attrs.AppendAbsent();
 
   std::vector<bool> referenced(committed, false);
-  auto owns = [&](uint64_t row, const std::string &id) {
+  auto owns = [&](uint64_t row, const std::string& id) {
     return row < committed && g->attrs.present(row) && g->attrs.id(row) == id &&
            !w.IsTombstoned(row);
   };
   ZV_RETURN_IF_ERROR(
-      store_->ScanIds(name, [&](const std::string &id, const IdEntry &e) {
+      store_->ScanIds(name, [&](const std::string& id, const IdEntry& e) {
         if (e.generation == g->number && owns(e.row, id)) {
           referenced[e.row] = true;
           if (e.prev_row)
@@ -165,15 +162,11 @@ Status CollectionImpl::Reconcile(Generation *g) {
         return OkStatus();
       }));
   for (uint64_t row = 0; row < committed; ++row) {
-    if (referenced[row])
-      continue;
-    if (!w.IsTombstoned(row))
-      ZV_RETURN_IF_ERROR(w.Tombstone(row));
-    if (g->attrs.present(row))
-      fix.DeleteRow(name, g->number, row);
+    if (referenced[row]) continue;
+    if (!w.IsTombstoned(row)) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    if (g->attrs.present(row)) fix.DeleteRow(name, g->number, row);
   }
-  if (fix.Count() > 0)
-    ZV_RETURN_IF_ERROR(store_->Write(fix, /*sync=*/true));
+  if (fix.Count() > 0) ZV_RETURN_IF_ERROR(store_->Write(fix, /*sync=*/true));
   return OkStatus();
 }
 
@@ -215,7 +208,7 @@ Status CollectionImpl::Upsert(std::span<const Record> records,
   ZV_RETURN_IF_ERROR(ValidateVectors(vectors, records.size(), dim, "vectors"));
   return UpsertImpl(
       records,
-      [&](std::span<float *const> rows) {
+      [&](std::span<float* const> rows) {
         for (size_t i = 0; i < rows.size(); ++i) {
           std::memcpy(rows[i], vectors.data() + i * dim, dim * sizeof(float));
         }
@@ -225,34 +218,31 @@ Status CollectionImpl::Upsert(std::span<const Record> records,
 }
 
 Status CollectionImpl::UpsertInPlace(std::span<const Record> records,
-                                     const RowFiller &fill) {
-  if (!fill)
-    return InvalidArgumentError("fill: no row filler given");
+                                     const RowFiller& fill) {
+  if (!fill) return InvalidArgumentError("fill: no row filler given");
   return UpsertImpl(records, fill, /*check_rows=*/true);
 }
 
 Status CollectionImpl::UpsertImpl(
     std::span<const Record> records,
-    const std::function<Status(std::span<float *const>)> &fill,
+    const std::function<Status(std::span<float* const>)>& fill,
     bool check_rows) {
   ZV_RETURN_IF_ERROR(ValidateRecords(records));
-  if (records.empty())
-    return CheckAlive();
+  if (records.empty()) return CheckAlive();
   std::lock_guard<std::mutex> writer_lock(write_mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
-  Generation &g = *g_;
-  shm::Writer &w = *g.writer;
-  const std::string &name = meta_.name;
+  Generation& g = *g_;
+  shm::Writer& w = *g.writer;
+  const std::string& name = meta_.name;
   const uint32_t dim = meta_.options.dim, stride = w.info().row_stride;
   const uint64_t first = w.committed(), n = records.size();
   {
-    std::unique_lock<RwLock> l(mu_); // may add an extent
+    std::unique_lock<RwLock> l(mu_);  // may add an extent
     ZV_RETURN_IF_ERROR(w.Reserve(n));
   }
   // 1. Rows past the committed count: invisible to every reader until Commit.
-  std::vector<float *> rows(n);
-  for (uint64_t i = 0; i < n; ++i)
-    rows[i] = w.MutableRow(first + i);
+  std::vector<float*> rows(n);
+  for (uint64_t i = 0; i < n; ++i) rows[i] = w.MutableRow(first + i);
   ZV_RETURN_IF_ERROR(fill(rows));
   for (uint64_t i = 0; i < n; ++i) {
     if (check_rows) {
@@ -298,29 +288,24 @@ Status CollectionImpl::UpsertImpl(
       (void)store_->Write(undo, meta_.options.sync);
       return s;
     }
-    for (const Record &r : records)
-      g.attrs.Append(r);
-    for (uint64_t row : replaced)
-      ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    for (const Record& r : records) g.attrs.Append(r);
+    for (uint64_t row : replaced) ZV_RETURN_IF_ERROR(w.Tombstone(row));
     // An ANN failure leaves the new rows to the exact tail search: no data is
     // lost.
-    if (g.ann)
-      (void)g.ann->Update(w.committed());
+    if (g.ann) (void)g.ann->Update(w.committed());
   }
   if (!replaced.empty()) {
     // The replaced rows' entries are garbage now; reconcile would drop them
     // too.
     auto cleanup = store_->NewBatch();
-    for (uint64_t row : replaced)
-      cleanup.DeleteRow(name, g.number, row);
+    for (uint64_t row : replaced) cleanup.DeleteRow(name, g.number, row);
     (void)store_->Write(cleanup, /*sync=*/false);
   }
   return OkStatus();
 }
 
-StatusOr<std::vector<std::vector<Hit>>>
-CollectionImpl::Search(std::span<const float> queries,
-                       const SearchOptions &options) const {
+StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
+    std::span<const float> queries, const SearchOptions& options) const {
   ZV_RETURN_IF_ERROR(ValidateSearch(queries, meta_.options.dim, options));
   std::shared_lock<RwLock> l(mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
@@ -330,38 +315,33 @@ CollectionImpl::Search(std::span<const float> queries,
   ctx.rows = g_->writer->committed();
   ctx.ann = g_->ann.get();
   ctx.ann_params = ann_params_;
-  if (options.ef_search > 0)
-    ctx.ann_params.hnsw_ef_search = options.ef_search;
+  if (options.ef_search > 0) ctx.ann_params.hnsw_ef_search = options.ef_search;
   ctx.store = store_.get();
   ctx.collection = meta_.name;
   ctx.generation = g_->number;
   return SearchSegment(ctx, queries, options);
 }
 
-StatusOr<std::vector<GetResult>>
-CollectionImpl::Get(std::span<const std::string> ids) const {
+StatusOr<std::vector<GetResult>> CollectionImpl::Get(
+    std::span<const std::string> ids) const {
   ZV_RETURN_IF_ERROR(ValidateIds(ids));
   std::shared_lock<RwLock> l(mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
-  const shm::Writer &w = *g_->writer;
+  const shm::Writer& w = *g_->writer;
   std::vector<GetResult> out;
-  for (const std::string &id : ids) {
+  for (const std::string& id : ids) {
     ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
-    if (!e || e->generation != g_->number)
-      continue;
+    if (!e || e->generation != g_->number) continue;
     uint64_t row = e->row;
-    if (row >= w.committed()) { // an upsert in flight: its old row is still
-                                // the record
-      if (!e->prev_row)
-        continue;
+    if (row >= w.committed()) {  // an upsert in flight: its old row is still
+                                 // the record
+      if (!e->prev_row) continue;
       row = *e->prev_row;
     }
-    if (w.IsTombstoned(row))
-      continue;
+    if (w.IsTombstoned(row)) continue;
     ZV_ASSIGN_OR_RETURN(auto rec,
                         store_->GetRow(meta_.name, g_->number, row, true));
-    if (!rec)
-      continue;
+    if (!rec) continue;
     GetResult r;
     r.record = std::move(*rec);
     r.vector.assign(w.Row(row), w.Row(row) + meta_.options.dim);
@@ -370,7 +350,7 @@ CollectionImpl::Get(std::span<const std::string> ids) const {
   return out;
 }
 
-StatusOr<bool> CollectionImpl::Contains(const std::string &id) const {
+StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
   const std::string ids[] = {id};
   ZV_ASSIGN_OR_RETURN(auto found, Get(ids));
   return !found.empty();
@@ -380,14 +360,13 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
   ZV_RETURN_IF_ERROR(ValidateIds(ids));
   std::lock_guard<std::mutex> writer_lock(write_mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
-  Generation &g = *g_;
-  const std::string &name = meta_.name;
+  Generation& g = *g_;
+  const std::string& name = meta_.name;
   auto batch = store_->NewBatch();
   std::vector<uint64_t> rows;
   std::unordered_set<std::string> seen;
-  for (const std::string &id : ids) {
-    if (!seen.insert(id).second)
-      continue;
+  for (const std::string& id : ids) {
+    if (!seen.insert(id).second) continue;
     ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(name, id));
     if (!e || e->generation != g.number || e->row >= g.writer->committed() ||
         g.writer->IsTombstoned(e->row)) {
@@ -397,15 +376,13 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
     batch.DeleteRow(name, g.number, e->row);
     rows.push_back(e->row);
   }
-  if (rows.empty())
-    return uint64_t{0};
+  if (rows.empty()) return uint64_t{0};
   // Metadata first: a crash before the tombstones leaves rows no id points at,
   // which reconcile tombstones.
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
   std::unique_lock<RwLock> l(mu_);
-  for (uint64_t row : rows)
-    ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
+  for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
   return static_cast<uint64_t>(rows.size());
 }
 
-} // namespace zv::index
+}  // namespace zv::index

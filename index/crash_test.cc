@@ -86,7 +86,7 @@ Status Apply(Collection& c, const Op& op) {
     CollectionOptions o;
     o.dim = kDim;
     o.metric = shm::Metric::kL2;  // a row is its own unique nearest neighbour
-    o.rows_per_extent = 512;  // the child crosses extent boundaries often
+    o.rows_per_extent = 512;      // the child crosses extent boundaries often
     c = (*db)->CreateCollection("c", o);
     if (!c.ok()) _exit(3);
   }

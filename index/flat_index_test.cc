@@ -231,7 +231,8 @@ TEST(FlatInPlaceTest, IndexMemoryDoesNotGrowWithRows) {
   // heap.
   EXPECT_LT(index1 - index0, vector_bytes / 20);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  // Sanitizers keep freed heap in quarantine, so RSS is only meaningful without.
+  // Sanitizers keep freed heap in quarantine, so RSS is only meaningful
+  // without.
   EXPECT_LT(static_cast<ssize_t>(rss1 - rss0),
             static_cast<ssize_t>(vector_bytes / 4));
 #endif

@@ -21,7 +21,7 @@ namespace {
 
 constexpr char kMagic[8] = {'Z', 'V', 'H', 'N', 'S', 'W', '0', '1'};
 constexpr int kEfConstruction = 40;
-constexpr const char *kGraphFile = "hnsw.graph";
+constexpr const char* kGraphFile = "hnsw.graph";
 
 faiss::MetricType FaissMetric(shm::Metric m) {
   return m == shm::Metric::kInnerProduct ? faiss::METRIC_INNER_PRODUCT
@@ -29,83 +29,86 @@ faiss::MetricType FaissMetric(shm::Metric m) {
 }
 
 class SegmentDistance : public faiss::DistanceComputer {
-public:
-  explicit SegmentDistance(const shm::SegmentView &view)
-      : view_(view), d_(view.info().row_stride),
+ public:
+  explicit SegmentDistance(const shm::SegmentView& view)
+      : view_(view),
+        d_(view.info().row_stride),
         ip_(view.info().metric == shm::Metric::kInnerProduct) {}
-  void set_query(const float *x) override { q_ = x; }
+  void set_query(const float* x) override { q_ = x; }
   float operator()(idx_t i) override { return Dis(q_, view_.Row(i)); }
   float symmetric_dis(idx_t i, idx_t j) override {
     return Dis(view_.Row(i), view_.Row(j));
   }
 
-private:
-  float Dis(const float *a, const float *b) const {
+ private:
+  float Dis(const float* a, const float* b) const {
     return ip_ ? InnerProduct16(a, b, d_) : L2Sqr16(a, b, d_);
   }
-  const shm::SegmentView &view_;
+  const shm::SegmentView& view_;
   size_t d_;
   bool ip_;
-  const float *q_ = nullptr;
+  const float* q_ = nullptr;
 };
 
 // A faiss::Index whose "codes" are the segment rows: add() only checks the rows
 // are the next ones of the segment; nothing is copied.
 class SegmentStorage : public faiss::Index {
-public:
-  explicit SegmentStorage(const shm::SegmentView &view)
+ public:
+  explicit SegmentStorage(const shm::SegmentView& view)
       : faiss::Index(view.info().row_stride, FaissMetric(view.info().metric)),
         view_(view) {
     is_trained = true;
   }
-  void add(idx_t n, const float *x) override {
+  void add(idx_t n, const float* x) override {
     FAISS_THROW_IF_NOT_MSG(x == view_.Row(ntotal),
                            "HNSW storage: rows must be segment rows");
     ntotal += n;
   }
-  void search(idx_t, const float *, idx_t, float *, idx_t *,
-              const faiss::SearchParameters *) const override {
+  void search(idx_t, const float*, idx_t, float*, idx_t*,
+              const faiss::SearchParameters*) const override {
     FAISS_THROW_MSG("SegmentStorage::search: search through the HNSW graph");
   }
   void reset() override { ntotal = 0; }
-  void reconstruct(idx_t key, float *recons) const override {
+  void reconstruct(idx_t key, float* recons) const override {
     std::memcpy(recons, view_.Row(key), sizeof(float) * d);
   }
   // faiss's contract: the caller owns and deletes the computer.
-  faiss::DistanceComputer *get_distance_computer() const override {
+  faiss::DistanceComputer* get_distance_computer() const override {
     return std::make_unique<SegmentDistance>(view_).release();
   }
 
-private:
-  const shm::SegmentView &view_;
+ private:
+  const shm::SegmentView& view_;
 };
 
 template <typename T>
-void WriteVec(std::ofstream &out, const std::vector<T> &v) {
+void WriteVec(std::ofstream& out, const std::vector<T>& v) {
   const uint64_t n = v.size();
-  out.write(reinterpret_cast<const char *>(&n), 8);
-  out.write(reinterpret_cast<const char *>(v.data()), n * sizeof(T));
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(reinterpret_cast<const char*>(v.data()), n * sizeof(T));
 }
 template <typename T>
-bool ReadVec(std::ifstream &in, std::vector<T> *v, uint64_t max) {
+bool ReadVec(std::ifstream& in, std::vector<T>* v, uint64_t max) {
   uint64_t n = 0;
-  if (!in.read(reinterpret_cast<char *>(&n), 8) || n > max)
-    return false;
+  if (!in.read(reinterpret_cast<char*>(&n), 8) || n > max) return false;
   v->resize(n);
   return static_cast<bool>(
-      in.read(reinterpret_cast<char *>(v->data()), n * sizeof(T)));
+      in.read(reinterpret_cast<char*>(v->data()), n * sizeof(T)));
 }
-template <typename T> void WritePod(std::ofstream &out, T v) {
-  out.write(reinterpret_cast<const char *>(&v), sizeof(T));
+template <typename T>
+void WritePod(std::ofstream& out, T v) {
+  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
 }
-template <typename T> bool ReadPod(std::ifstream &in, T *v) {
-  return static_cast<bool>(in.read(reinterpret_cast<char *>(v), sizeof(T)));
+template <typename T>
+bool ReadPod(std::ifstream& in, T* v) {
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(v), sizeof(T)));
 }
 
 class HnswIndex : public AnnIndex {
-public:
-  HnswIndex(int m, const shm::SegmentView &view, std::filesystem::path dir)
-      : view_(view), dir_(std::move(dir)),
+ public:
+  HnswIndex(int m, const shm::SegmentView& view, std::filesystem::path dir)
+      : view_(view),
+        dir_(std::move(dir)),
         storage_(std::make_unique<SegmentStorage>(view)),
         index_(std::make_unique<faiss::IndexHNSW>(storage_.get(), m)) {
     index_->hnsw.efConstruction = kEfConstruction;
@@ -118,23 +121,21 @@ public:
   Status Update(uint64_t committed) override {
     return CatchFaiss("HNSW add", [&] {
       // Block by block: faiss reads the new rows as d = row_stride vectors.
-      for (const shm::RowBlock &b : view_.Blocks(committed)) {
+      for (const shm::RowBlock& b : view_.Blocks(committed)) {
         const uint64_t first = std::max<uint64_t>(b.first_row, index_->ntotal);
         const uint64_t end = b.first_row + b.count;
-        if (first >= end)
-          continue;
+        if (first >= end) continue;
         index_->add(end - first, view_.Row(first));
       }
     });
   }
 
-  Status Search(const float *queries, size_t nq, const faiss::IDSelector *sel,
-                const AnnSearchParams &params, TopK *out) const override {
-    if (index_->ntotal == 0)
-      return OkStatus();
+  Status Search(const float* queries, size_t nq, const faiss::IDSelector* sel,
+                const AnnSearchParams& params, TopK* out) const override {
+    if (index_->ntotal == 0) return OkStatus();
     faiss::SearchParametersHNSW p;
     p.efSearch = std::max(params.hnsw_ef_search, out->k);
-    p.sel = const_cast<faiss::IDSelector *>(sel); // faiss only reads it
+    p.sel = const_cast<faiss::IDSelector*>(sel);  // faiss only reads it
     // faiss 1.7.3 sizes the candidate queue from hnsw.efSearch and stops by
     // the per-search value, so the two must agree or a wider search is capped
     // at the index's width. Searches at the current width share the lock; a
@@ -164,8 +165,7 @@ public:
           part.dist[q * out->k + w++] = part.dist[q * out->k + i];
         }
       }
-      for (; w < out->k; ++w)
-        part.rows[q * out->k + w] = -1;
+      for (; w < out->k; ++w) part.rows[q * out->k + w] = -1;
     }
     out->Merge(part);
     return OkStatus();
@@ -175,7 +175,7 @@ public:
     const auto path = dir_ / kGraphFile, tmp = dir_ / "hnsw.graph.tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      const faiss::HNSW &h = index_->hnsw;
+      const faiss::HNSW& h = index_->hnsw;
       out.write(kMagic, 8);
       WritePod<uint64_t>(out, view_.info().row_stride);
       WritePod<uint64_t>(out, static_cast<uint64_t>(view_.info().metric));
@@ -192,8 +192,7 @@ public:
       WritePod<int32_t>(out, AnnSearchParams().hnsw_ef_search);
       WritePod<int32_t>(out, h.upper_beam);
       out.flush();
-      if (!out)
-        return InternalError(tmp.string() + ": write failed");
+      if (!out) return InternalError(tmp.string() + ": write failed");
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
@@ -206,8 +205,7 @@ public:
   // empty (the caller rebuilds it from the rows).
   bool Load() {
     std::ifstream in(dir_ / kGraphFile, std::ios::binary);
-    if (!in)
-      return false;
+    if (!in) return false;
     char magic[8];
     uint64_t stride, metric, ntotal;
     faiss::HNSW h = index_->hnsw;
@@ -232,8 +230,7 @@ public:
       return false;
     }
     for (int32_t n : h.neighbors) {
-      if (n < -1 || n >= static_cast<int64_t>(ntotal))
-        return false;
+      if (n < -1 || n >= static_cast<int64_t>(ntotal)) return false;
     }
     h.efSearch = AnnSearchParams().hnsw_ef_search;
     index_->hnsw = std::move(h);
@@ -243,14 +240,14 @@ public:
   }
 
   size_t MemoryBytes() const override {
-    const faiss::HNSW &h = index_->hnsw;
+    const faiss::HNSW& h = index_->hnsw;
     return h.neighbors.capacity() * sizeof(int32_t) +
            h.offsets.capacity() * sizeof(size_t) +
            h.levels.capacity() * sizeof(int);
   }
 
-private:
-  const shm::SegmentView &view_;
+ private:
+  const shm::SegmentView& view_;
   std::filesystem::path dir_;
   // storage_ outlives index_ (declared first); IndexHNSW does not own it.
   std::unique_ptr<SegmentStorage> storage_;
@@ -259,17 +256,16 @@ private:
   mutable RwLock ef_mu_;
 };
 
-} // namespace
+}  // namespace
 
-StatusOr<std::unique_ptr<AnnIndex>>
-OpenHnswIndex(int m, const shm::SegmentView &view,
-              const std::filesystem::path &dir) {
+StatusOr<std::unique_ptr<AnnIndex>> OpenHnswIndex(
+    int m, const shm::SegmentView& view, const std::filesystem::path& dir) {
   auto index = std::make_unique<HnswIndex>(m, view, dir);
   if (!index->Load()) {
-    index = std::make_unique<HnswIndex>(m, view, dir); // start clean
+    index = std::make_unique<HnswIndex>(m, view, dir);  // start clean
   }
   ZV_RETURN_IF_ERROR(index->Update(view.committed()));
   return std::unique_ptr<AnnIndex>(std::move(index));
 }
 
-} // namespace zv::index
+}  // namespace zv::index

@@ -8,7 +8,7 @@
 
 namespace zv::index {
 
-Status ValidateCollectionName(const std::string &name) {
+Status ValidateCollectionName(const std::string& name) {
   if (name.empty() || name.size() > 64) {
     return InvalidArgumentError(
         "collection name must be 1..64 characters, got " +
@@ -28,7 +28,7 @@ Status ValidateCollectionName(const std::string &name) {
   return OkStatus();
 }
 
-Status ValidateCollectionOptions(const CollectionOptions &options) {
+Status ValidateCollectionOptions(const CollectionOptions& options) {
   if (options.dim == 0 || options.dim > shm::kMaxDim) {
     return InvalidArgumentError("options.dim must be in [1, " +
                                 std::to_string(shm::kMaxDim) + "], got " +
@@ -48,10 +48,9 @@ Status ValidateCollectionOptions(const CollectionOptions &options) {
 Status ValidateRecords(std::span<const Record> records) {
   std::unordered_set<std::string_view> seen;
   for (size_t i = 0; i < records.size(); ++i) {
-    const Record &r = records[i];
+    const Record& r = records[i];
     const std::string field = "records[" + std::to_string(i) + "]";
-    if (r.id.empty())
-      return InvalidArgumentError(field + ".id is empty");
+    if (r.id.empty()) return InvalidArgumentError(field + ".id is empty");
     if (r.id.size() > kMaxIdBytes) {
       return InvalidArgumentError(
           field + ".id is " + std::to_string(r.id.size()) +
@@ -61,7 +60,7 @@ Status ValidateRecords(std::span<const Record> records) {
       return InvalidArgumentError(field + ".id '" + r.id +
                                   "' appears twice in the batch");
     }
-    for (const auto &[key, value] : r.metadata) {
+    for (const auto& [key, value] : r.metadata) {
       if (key.empty())
         return InvalidArgumentError(field + ".metadata has an empty key");
     }
@@ -70,7 +69,7 @@ Status ValidateRecords(std::span<const Record> records) {
 }
 
 Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
-                       const std::string &field) {
+                       const std::string& field) {
   if (values.size() != n * dim) {
     return InvalidArgumentError(
         field + " has " + std::to_string(values.size()) + " floats; expected " +
@@ -88,7 +87,7 @@ Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
 }
 
 Status ValidateSearch(std::span<const float> queries, uint32_t dim,
-                      const SearchOptions &options) {
+                      const SearchOptions& options) {
   if (options.k <= 0 || options.k > kMaxK) {
     return InvalidArgumentError("k must be in [1, " + std::to_string(kMaxK) +
                                 "], got " + std::to_string(options.k));
@@ -133,4 +132,4 @@ int64_t HashId(std::string_view id) {
   return static_cast<int64_t>(h >> 1);
 }
 
-} // namespace zv::index
+}  // namespace zv::index

@@ -12,9 +12,8 @@ namespace {
 
 namespace pb = zerovec::v1;
 
-grpc::Status ToGrpc(const Status &s) {
-  if (s.ok())
-    return grpc::Status::OK;
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
 }
 
@@ -26,7 +25,7 @@ pb::Metric FromMetric(shm::Metric m) {
   return m == shm::Metric::kL2 ? pb::METRIC_L2 : pb::METRIC_INNER_PRODUCT;
 }
 
-void ToProto(const index::CollectionInfo &info, pb::CollectionInfo *out) {
+void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_name(info.name);
   out->set_dim(info.dim);
   out->set_metric(FromMetric(info.metric));
@@ -37,20 +36,17 @@ void ToProto(const index::CollectionInfo &info, pb::CollectionInfo *out) {
   out->set_generation(info.generation);
 }
 
-index::Filter ToFilter(const pb::Filter &f) {
+index::Filter ToFilter(const pb::Filter& f) {
   index::Filter out;
-  if (!f.namespace_().empty())
-    out.ns = f.namespace_();
+  if (!f.namespace_().empty()) out.ns = f.namespace_();
   out.metadata_equals.insert(f.metadata_equals().begin(),
                              f.metadata_equals().end());
-  if (f.min_timestamp_ms() != 0)
-    out.min_timestamp_ms = f.min_timestamp_ms();
-  if (f.max_timestamp_ms() != 0)
-    out.max_timestamp_ms = f.max_timestamp_ms();
+  if (f.min_timestamp_ms() != 0) out.min_timestamp_ms = f.min_timestamp_ms();
+  if (f.max_timestamp_ms() != 0) out.max_timestamp_ms = f.max_timestamp_ms();
   return out;
 }
 
-void ToProto(const index::Hit &hit, bool include_documents, pb::Hit *out) {
+void ToProto(const index::Hit& hit, bool include_documents, pb::Hit* out) {
   out->set_id(hit.id);
   out->set_score(hit.score);
   out->set_namespace_(hit.record.ns);
@@ -62,7 +58,7 @@ void ToProto(const index::Hit &hit, bool include_documents, pb::Hit *out) {
   }
 }
 
-void ToProto(const OpSnapshot &s, pb::OpStats *out) {
+void ToProto(const OpSnapshot& s, pb::OpStats* out) {
   out->set_count(s.count);
   out->set_errors(s.errors);
   out->set_p50_us(s.p50_us);
@@ -76,15 +72,18 @@ int64_t NowMs() {
       .count();
 }
 
-} // namespace
+}  // namespace
 
-ZeroVecService::ZeroVecService(index::Database *db, embed::Embedder *embedder,
-                               const Limits &limits, const BearerAuth *auth)
-    : db_(db), embedder_(embedder), limits_(limits), auth_(auth),
+ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
+                               const Limits& limits, const BearerAuth* auth)
+    : db_(db),
+      embedder_(embedder),
+      limits_(limits),
+      auth_(auth),
       started_(std::chrono::steady_clock::now()) {}
 
-grpc::Status ZeroVecService::Handle(grpc::ServerContext *ctx,
-                                    const std::function<Status()> &body) {
+grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
+                                    const std::function<Status()>& body) {
   if (!auth_->Check(*ctx)) {
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
@@ -93,7 +92,7 @@ grpc::Status ZeroVecService::Handle(grpc::ServerContext *ctx,
   }
   const int now = in_flight_.fetch_add(1, std::memory_order_acq_rel) + 1;
   struct Release {
-    std::atomic<int> *n;
+    std::atomic<int>* n;
     ~Release() { n->fetch_sub(1, std::memory_order_acq_rel); }
   } release{&in_flight_};
   if (now > limits_.max_concurrent_requests) {
@@ -105,9 +104,9 @@ grpc::Status ZeroVecService::Handle(grpc::ServerContext *ctx,
   }
   try {
     return ToGrpc(body());
-  } catch (const std::bad_alloc &) {
+  } catch (const std::bad_alloc&) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "out of memory");
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         std::string("internal error: ") + e.what());
   }
@@ -117,8 +116,8 @@ uint32_t ZeroVecService::model_dim() const {
   return embedder_ ? static_cast<uint32_t>(embedder_->info().dim) : 0;
 }
 
-StatusOr<std::shared_ptr<index::Collection>>
-ZeroVecService::Lookup(const std::string &name) const {
+StatusOr<std::shared_ptr<index::Collection>> ZeroVecService::Lookup(
+    const std::string& name) const {
   auto coll = db_->GetCollection(name);
   if (!coll.ok()) {
     if (coll.status().code() == StatusCode::kNotFound) {
@@ -129,10 +128,9 @@ ZeroVecService::Lookup(const std::string &name) const {
   return std::move(coll).value();
 }
 
-grpc::Status
-ZeroVecService::CreateCollection(grpc::ServerContext *ctx,
-                                 const pb::CreateCollectionRequest *req,
-                                 pb::CreateCollectionResponse *resp) {
+grpc::Status ZeroVecService::CreateCollection(
+    grpc::ServerContext* ctx, const pb::CreateCollectionRequest* req,
+    pb::CreateCollectionResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateCreateCollection(*req, model_dim()));
     if (db_->GetCollection(req->name()).ok()) {
@@ -149,10 +147,9 @@ ZeroVecService::CreateCollection(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status
-ZeroVecService::DropCollection(grpc::ServerContext *ctx,
-                               const pb::DropCollectionRequest *req,
-                               pb::DropCollectionResponse *) {
+grpc::Status ZeroVecService::DropCollection(
+    grpc::ServerContext* ctx, const pb::DropCollectionRequest* req,
+    pb::DropCollectionResponse*) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
     ZV_RETURN_IF_ERROR(Lookup(req->name()).status());
@@ -160,27 +157,24 @@ ZeroVecService::DropCollection(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status
-ZeroVecService::ListCollections(grpc::ServerContext *ctx,
-                                const pb::ListCollectionsRequest *,
-                                pb::ListCollectionsResponse *resp) {
+grpc::Status ZeroVecService::ListCollections(
+    grpc::ServerContext* ctx, const pb::ListCollectionsRequest*,
+    pb::ListCollectionsResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     std::vector<std::string> names = db_->ListCollections();
     std::sort(names.begin(), names.end());
-    for (const auto &name : names) {
+    for (const auto& name : names) {
       auto coll = db_->GetCollection(name);
-      if (!coll.ok())
-        continue; // dropped meanwhile
+      if (!coll.ok()) continue;  // dropped meanwhile
       ToProto((*coll)->Describe(), resp->add_collections());
     }
     return OkStatus();
   });
 }
 
-grpc::Status
-ZeroVecService::DescribeCollection(grpc::ServerContext *ctx,
-                                   const pb::DescribeCollectionRequest *req,
-                                   pb::CollectionInfo *resp) {
+grpc::Status ZeroVecService::DescribeCollection(
+    grpc::ServerContext* ctx, const pb::DescribeCollectionRequest* req,
+    pb::CollectionInfo* resp) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
     ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->name()));
@@ -189,8 +183,8 @@ ZeroVecService::DescribeCollection(grpc::ServerContext *ctx,
   });
 }
 
-Status ZeroVecService::DoUpsert(const pb::UpsertRequest &req,
-                                uint64_t *upserted) {
+Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
+                                uint64_t* upserted) {
   ZV_RETURN_IF_ERROR(ValidateUpsert(req, limits_));
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req.collection()));
   const uint32_t dim = coll->Describe().dim;
@@ -200,8 +194,8 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest &req,
   bool any_text = false;
   const int64_t now = NowMs();
   for (int i = 0; i < n; ++i) {
-    const pb::Item &item = req.items(i);
-    index::Record &r = records[i];
+    const pb::Item& item = req.items(i);
+    index::Record& r = records[i];
     r.id = item.id();
     r.text = item.text();
     r.ns = item.namespace_();
@@ -217,11 +211,11 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest &req,
   }
   // Vectors land straight in the segment rows: given ones are copied from the
   // request, text ones are written there by the embedder (ingest path).
-  index::RowFiller fill = [&](std::span<float *const> rows) -> Status {
+  index::RowFiller fill = [&](std::span<float* const> rows) -> Status {
     std::vector<std::string_view> texts;
-    std::vector<float *> text_rows;
+    std::vector<float*> text_rows;
     for (int i = 0; i < n; ++i) {
-      const pb::Item &item = req.items(i);
+      const pb::Item& item = req.items(i);
       if (item.vector_size() != 0) {
         std::memcpy(rows[i], item.vector().data(), sizeof(float) * dim);
       } else {
@@ -229,8 +223,7 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest &req,
         text_rows.push_back(rows[i]);
       }
     }
-    if (texts.empty())
-      return OkStatus();
+    if (texts.empty()) return OkStatus();
     ScopedOpTimer timer(&embed_stats_);
     Status s = embedder_->EmbedInto(texts, text_rows);
     timer.set_ok(s.ok());
@@ -241,9 +234,9 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest &req,
   return OkStatus();
 }
 
-grpc::Status ZeroVecService::Upsert(grpc::ServerContext *ctx,
-                                    const pb::UpsertRequest *req,
-                                    pb::UpsertResponse *resp) {
+grpc::Status ZeroVecService::Upsert(grpc::ServerContext* ctx,
+                                    const pb::UpsertRequest* req,
+                                    pb::UpsertResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ScopedOpTimer timer(&upsert_stats_);
     uint64_t upserted = 0;
@@ -254,10 +247,9 @@ grpc::Status ZeroVecService::Upsert(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status
-ZeroVecService::UpsertStream(grpc::ServerContext *ctx,
-                             grpc::ServerReader<pb::UpsertRequest> *reader,
-                             pb::UpsertResponse *resp) {
+grpc::Status ZeroVecService::UpsertStream(
+    grpc::ServerContext* ctx, grpc::ServerReader<pb::UpsertRequest>* reader,
+    pb::UpsertResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     uint64_t upserted = 0;
     pb::UpsertRequest req;
@@ -276,14 +268,13 @@ ZeroVecService::UpsertStream(grpc::ServerContext *ctx,
   });
 }
 
-StatusOr<std::vector<float>>
-ZeroVecService::QueryVectors(std::span<const pb::Query *const> queries,
-                             uint32_t dim) {
+StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
+    std::span<const pb::Query* const> queries, uint32_t dim) {
   std::vector<float> out(queries.size() * dim);
   std::vector<std::string> texts;
-  std::vector<float *> rows;
+  std::vector<float*> rows;
   for (size_t i = 0; i < queries.size(); ++i) {
-    float *row = out.data() + i * dim;
+    float* row = out.data() + i * dim;
     if (queries[i]->has_text()) {
       texts.push_back(queries[i]->text());
       rows.push_back(row);
@@ -308,11 +299,10 @@ ZeroVecService::QueryVectors(std::span<const pb::Query *const> queries,
   return out;
 }
 
-StatusOr<std::vector<std::vector<index::Hit>>>
-ZeroVecService::DoSearch(const std::string &collection,
-                         std::span<const pb::Query *const> queries, int32_t k,
-                         const pb::Filter &filter, bool include_documents,
-                         int32_t ef_search) {
+StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
+    const std::string& collection, std::span<const pb::Query* const> queries,
+    int32_t k, const pb::Filter& filter, bool include_documents,
+    int32_t ef_search) {
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(collection));
   const uint32_t dim = coll->Describe().dim;
   for (size_t i = 0; i < queries.size(); ++i) {
@@ -330,19 +320,19 @@ ZeroVecService::DoSearch(const std::string &collection,
   return coll->Search(vectors, options);
 }
 
-grpc::Status ZeroVecService::Search(grpc::ServerContext *ctx,
-                                    const pb::SearchRequest *req,
-                                    pb::SearchResponse *resp) {
+grpc::Status ZeroVecService::Search(grpc::ServerContext* ctx,
+                                    const pb::SearchRequest* req,
+                                    pb::SearchResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ScopedOpTimer timer(&search_stats_);
     Status s = [&]() -> Status {
       ZV_RETURN_IF_ERROR(ValidateSearch(*req, limits_));
-      const pb::Query *query = &req->query();
-      ZV_ASSIGN_OR_RETURN(auto results,
-                          DoSearch(req->collection(), {&query, 1}, req->k(),
-                                   req->filter(), req->include_documents(),
-                                   req->ef_search()));
-      for (const auto &hit : results.at(0)) {
+      const pb::Query* query = &req->query();
+      ZV_ASSIGN_OR_RETURN(
+          auto results,
+          DoSearch(req->collection(), {&query, 1}, req->k(), req->filter(),
+                   req->include_documents(), req->ef_search()));
+      for (const auto& hit : results.at(0)) {
         ToProto(hit, req->include_documents(), resp->add_hits());
       }
       return OkStatus();
@@ -352,23 +342,22 @@ grpc::Status ZeroVecService::Search(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext *ctx,
-                                         const pb::SearchBatchRequest *req,
-                                         pb::SearchBatchResponse *resp) {
+grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
+                                         const pb::SearchBatchRequest* req,
+                                         pb::SearchBatchResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ScopedOpTimer timer(&search_stats_);
     Status s = [&]() -> Status {
       ZV_RETURN_IF_ERROR(ValidateSearchBatch(*req, limits_));
-      std::vector<const pb::Query *> queries;
-      for (const pb::Query &q : req->queries())
-        queries.push_back(&q);
-      ZV_ASSIGN_OR_RETURN(auto results,
-                          DoSearch(req->collection(), queries, req->k(),
-                                   req->filter(), req->include_documents(),
-                                   req->ef_search()));
-      for (const auto &hits : results) {
-        pb::SearchResponse *out = resp->add_results();
-        for (const auto &hit : hits)
+      std::vector<const pb::Query*> queries;
+      for (const pb::Query& q : req->queries()) queries.push_back(&q);
+      ZV_ASSIGN_OR_RETURN(
+          auto results,
+          DoSearch(req->collection(), queries, req->k(), req->filter(),
+                   req->include_documents(), req->ef_search()));
+      for (const auto& hits : results) {
+        pb::SearchResponse* out = resp->add_results();
+        for (const auto& hit : hits)
           ToProto(hit, req->include_documents(), out->add_hits());
       }
       return OkStatus();
@@ -378,16 +367,16 @@ grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status ZeroVecService::Get(grpc::ServerContext *ctx,
-                                 const pb::GetRequest *req,
-                                 pb::GetResponse *resp) {
+grpc::Status ZeroVecService::Get(grpc::ServerContext* ctx,
+                                 const pb::GetRequest* req,
+                                 pb::GetResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateGet(*req, limits_));
     ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
     std::vector<std::string> ids(req->ids().begin(), req->ids().end());
     ZV_ASSIGN_OR_RETURN(auto results, coll->Get(ids));
-    for (const auto &r : results) {
-      pb::Item *item = resp->add_items();
+    for (const auto& r : results) {
+      pb::Item* item = resp->add_items();
       item->set_id(r.record.id);
       item->set_text(r.record.text);
       item->set_namespace_(r.record.ns);
@@ -401,9 +390,9 @@ grpc::Status ZeroVecService::Get(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status ZeroVecService::Delete(grpc::ServerContext *ctx,
-                                    const pb::DeleteRequest *req,
-                                    pb::DeleteResponse *resp) {
+grpc::Status ZeroVecService::Delete(grpc::ServerContext* ctx,
+                                    const pb::DeleteRequest* req,
+                                    pb::DeleteResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateDelete(*req, limits_));
     ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
@@ -414,16 +403,16 @@ grpc::Status ZeroVecService::Delete(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status ZeroVecService::Embed(grpc::ServerContext *ctx,
-                                   const pb::EmbedRequest *req,
-                                   pb::EmbedResponse *resp) {
+grpc::Status ZeroVecService::Embed(grpc::ServerContext* ctx,
+                                   const pb::EmbedRequest* req,
+                                   pb::EmbedResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateEmbed(*req, limits_, embedder_ != nullptr));
     const int n = req->texts_size();
     const uint32_t dim = model_dim();
     std::vector<float> out(static_cast<size_t>(n) * dim);
     std::vector<std::string> texts(req->texts().begin(), req->texts().end());
-    std::vector<float *> rows(n);
+    std::vector<float*> rows(n);
     for (int i = 0; i < n; ++i)
       rows[i] = out.data() + static_cast<size_t>(i) * dim;
     ScopedOpTimer timer(&embed_stats_);
@@ -431,7 +420,7 @@ grpc::Status ZeroVecService::Embed(grpc::ServerContext *ctx,
     timer.set_ok(s.ok());
     ZV_RETURN_IF_ERROR(s);
     for (int i = 0; i < n; ++i) {
-      const float *row = out.data() + static_cast<size_t>(i) * dim;
+      const float* row = out.data() + static_cast<size_t>(i) * dim;
       resp->add_vectors()->mutable_values()->Add(row, row + dim);
     }
     resp->set_model(embedder_->info().name);
@@ -440,9 +429,9 @@ grpc::Status ZeroVecService::Embed(grpc::ServerContext *ctx,
   });
 }
 
-grpc::Status ZeroVecService::Stats(grpc::ServerContext *ctx,
-                                   const pb::StatsRequest *req,
-                                   pb::StatsResponse *resp) {
+grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
+                                   const pb::StatsRequest* req,
+                                   pb::StatsResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     if (!req->collection().empty()) {
       ZV_RETURN_IF_ERROR(
@@ -452,10 +441,9 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext *ctx,
     } else {
       std::vector<std::string> names = db_->ListCollections();
       std::sort(names.begin(), names.end());
-      for (const auto &name : names) {
+      for (const auto& name : names) {
         auto coll = db_->GetCollection(name);
-        if (coll.ok())
-          ToProto((*coll)->Describe(), resp->add_collections());
+        if (coll.ok()) ToProto((*coll)->Describe(), resp->add_collections());
       }
     }
     ToProto(embed_stats_.Snapshot(), resp->mutable_embed());
@@ -474,4 +462,4 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext *ctx,
   });
 }
 
-} // namespace zv::service
+}  // namespace zv::service

@@ -23,77 +23,73 @@
 namespace zv::service {
 
 class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
-public:
+ public:
   // `embedder` may be null (vector-only server). Pointers must outlive this.
-  ZeroVecService(index::Database *db, embed::Embedder *embedder,
-                 const Limits &limits, const BearerAuth *auth);
+  ZeroVecService(index::Database* db, embed::Embedder* embedder,
+                 const Limits& limits, const BearerAuth* auth);
 
-  grpc::Status
-  CreateCollection(grpc::ServerContext *ctx,
-                   const zerovec::v1::CreateCollectionRequest *req,
-                   zerovec::v1::CreateCollectionResponse *resp) override;
-  grpc::Status
-  DropCollection(grpc::ServerContext *ctx,
-                 const zerovec::v1::DropCollectionRequest *req,
-                 zerovec::v1::DropCollectionResponse *resp) override;
-  grpc::Status
-  ListCollections(grpc::ServerContext *ctx,
-                  const zerovec::v1::ListCollectionsRequest *req,
-                  zerovec::v1::ListCollectionsResponse *resp) override;
-  grpc::Status
-  DescribeCollection(grpc::ServerContext *ctx,
-                     const zerovec::v1::DescribeCollectionRequest *req,
-                     zerovec::v1::CollectionInfo *resp) override;
-  grpc::Status Upsert(grpc::ServerContext *ctx,
-                      const zerovec::v1::UpsertRequest *req,
-                      zerovec::v1::UpsertResponse *resp) override;
-  grpc::Status
-  UpsertStream(grpc::ServerContext *ctx,
-               grpc::ServerReader<zerovec::v1::UpsertRequest> *reader,
-               zerovec::v1::UpsertResponse *resp) override;
-  grpc::Status Search(grpc::ServerContext *ctx,
-                      const zerovec::v1::SearchRequest *req,
-                      zerovec::v1::SearchResponse *resp) override;
-  grpc::Status SearchBatch(grpc::ServerContext *ctx,
-                           const zerovec::v1::SearchBatchRequest *req,
-                           zerovec::v1::SearchBatchResponse *resp) override;
-  grpc::Status Get(grpc::ServerContext *ctx, const zerovec::v1::GetRequest *req,
-                   zerovec::v1::GetResponse *resp) override;
-  grpc::Status Delete(grpc::ServerContext *ctx,
-                      const zerovec::v1::DeleteRequest *req,
-                      zerovec::v1::DeleteResponse *resp) override;
-  grpc::Status Embed(grpc::ServerContext *ctx,
-                     const zerovec::v1::EmbedRequest *req,
-                     zerovec::v1::EmbedResponse *resp) override;
-  grpc::Status Stats(grpc::ServerContext *ctx,
-                     const zerovec::v1::StatsRequest *req,
-                     zerovec::v1::StatsResponse *resp) override;
+  grpc::Status CreateCollection(
+      grpc::ServerContext* ctx, const zerovec::v1::CreateCollectionRequest* req,
+      zerovec::v1::CreateCollectionResponse* resp) override;
+  grpc::Status DropCollection(
+      grpc::ServerContext* ctx, const zerovec::v1::DropCollectionRequest* req,
+      zerovec::v1::DropCollectionResponse* resp) override;
+  grpc::Status ListCollections(
+      grpc::ServerContext* ctx, const zerovec::v1::ListCollectionsRequest* req,
+      zerovec::v1::ListCollectionsResponse* resp) override;
+  grpc::Status DescribeCollection(
+      grpc::ServerContext* ctx,
+      const zerovec::v1::DescribeCollectionRequest* req,
+      zerovec::v1::CollectionInfo* resp) override;
+  grpc::Status Upsert(grpc::ServerContext* ctx,
+                      const zerovec::v1::UpsertRequest* req,
+                      zerovec::v1::UpsertResponse* resp) override;
+  grpc::Status UpsertStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReader<zerovec::v1::UpsertRequest>* reader,
+      zerovec::v1::UpsertResponse* resp) override;
+  grpc::Status Search(grpc::ServerContext* ctx,
+                      const zerovec::v1::SearchRequest* req,
+                      zerovec::v1::SearchResponse* resp) override;
+  grpc::Status SearchBatch(grpc::ServerContext* ctx,
+                           const zerovec::v1::SearchBatchRequest* req,
+                           zerovec::v1::SearchBatchResponse* resp) override;
+  grpc::Status Get(grpc::ServerContext* ctx, const zerovec::v1::GetRequest* req,
+                   zerovec::v1::GetResponse* resp) override;
+  grpc::Status Delete(grpc::ServerContext* ctx,
+                      const zerovec::v1::DeleteRequest* req,
+                      zerovec::v1::DeleteResponse* resp) override;
+  grpc::Status Embed(grpc::ServerContext* ctx,
+                     const zerovec::v1::EmbedRequest* req,
+                     zerovec::v1::EmbedResponse* resp) override;
+  grpc::Status Stats(grpc::ServerContext* ctx,
+                     const zerovec::v1::StatsRequest* req,
+                     zerovec::v1::StatsResponse* resp) override;
 
-private:
+ private:
   // Auth + concurrency limit around `body`; converts the result to
   // grpc::Status.
-  grpc::Status Handle(grpc::ServerContext *ctx,
-                      const std::function<Status()> &body);
+  grpc::Status Handle(grpc::ServerContext* ctx,
+                      const std::function<Status()>& body);
 
   uint32_t model_dim() const;
-  StatusOr<std::shared_ptr<index::Collection>>
-  Lookup(const std::string &name) const;
-  Status DoUpsert(const zerovec::v1::UpsertRequest &req, uint64_t *upserted);
+  StatusOr<std::shared_ptr<index::Collection>> Lookup(
+      const std::string& name) const;
+  Status DoUpsert(const zerovec::v1::UpsertRequest& req, uint64_t* upserted);
   // Row-major query vectors for `queries` (text ones embedded on the query
   // path).
-  StatusOr<std::vector<float>>
-  QueryVectors(std::span<const zerovec::v1::Query *const> queries,
-               uint32_t dim);
-  StatusOr<std::vector<std::vector<index::Hit>>>
-  DoSearch(const std::string &collection,
-           std::span<const zerovec::v1::Query *const> queries, int32_t k,
-           const zerovec::v1::Filter &filter, bool include_documents,
-           int32_t ef_search);
+  StatusOr<std::vector<float>> QueryVectors(
+      std::span<const zerovec::v1::Query* const> queries, uint32_t dim);
+  StatusOr<std::vector<std::vector<index::Hit>>> DoSearch(
+      const std::string& collection,
+      std::span<const zerovec::v1::Query* const> queries, int32_t k,
+      const zerovec::v1::Filter& filter, bool include_documents,
+      int32_t ef_search);
 
-  index::Database *db_;
-  embed::Embedder *embedder_;
+  index::Database* db_;
+  embed::Embedder* embedder_;
   Limits limits_;
-  const BearerAuth *auth_;
+  const BearerAuth* auth_;
   std::atomic<int> in_flight_{0};
   const std::chrono::steady_clock::time_point started_;
   OpStatsRecorder embed_stats_;
@@ -101,6 +97,6 @@ private:
   OpStatsRecorder upsert_stats_;
 };
 
-} // namespace zv::service
+}  // namespace zv::service
 
-#endif // ZEROVEC_SERVICE_ZEROVEC_SERVICE_H_
+#endif  // ZEROVEC_SERVICE_ZEROVEC_SERVICE_H_

@@ -18,8 +18,8 @@ namespace {
 
 struct CorpusSummary {
   uint64_t records = 0;
-  size_t vector_dim = 0;         // of the first precomputed "vector", 0: none
-  int64_t first_text_only = 0;   // line of the first record without a vector
+  size_t vector_dim = 0;        // of the first precomputed "vector", 0: none
+  int64_t first_text_only = 0;  // line of the first record without a vector
 };
 
 // First pass: checks every line and counts records, so a bad line fails the
@@ -135,8 +135,7 @@ Status Build(const Flags& flags, BuildStats* stats,
     if (dim != 0 && dim != model_dim) {
       return FailedPreconditionError(
           input + ": \"vector\" has " + std::to_string(dim) +
-          " values but model " + model + " makes " +
-          std::to_string(model_dim));
+          " values but model " + model + " makes " + std::to_string(model_dim));
     }
     dim = model_dim;
   }
@@ -217,8 +216,8 @@ Status Build(const Flags& flags, BuildStats* stats,
     // pending).
     if (batch.empty()) progress.Update(done);
   }
-  if (Status st = StoreBatch(*collection, embedder.get(), batch, batch_vectors,
-                             stats);
+  if (Status st =
+          StoreBatch(*collection, embedder.get(), batch, batch_vectors, stats);
       !st.ok())
     return fail(st);
   progress.Finish(done);

@@ -1,8 +1,9 @@
 // Reads a corpus for `zerovec build`: JSONL (one {"id","text","namespace",
 // "metadata","timestamp_ms","vector"} object a line) or plain text (one
 // document a line). "vector" (optional) is a precomputed embedding, an array
-// of finite numbers; a line with one may omit "text". Robust to arbitrary input: a bad line is an error naming its line
-// number, never a crash (this file is a fuzz target).
+// of finite numbers; a line with one may omit "text". Robust to arbitrary
+// input: a bad line is an error naming its line number, never a crash (this
+// file is a fuzz target).
 #ifndef ZEROVEC_TOOLS_CORPUS_READER_H_
 #define ZEROVEC_TOOLS_CORPUS_READER_H_
 
@@ -28,7 +29,7 @@ struct CorpusRecord {
   std::string text;
   std::string ns;
   std::map<std::string, std::string> metadata;
-  int64_t timestamp_ms = 0;  // 0: not given
+  int64_t timestamp_ms = 0;   // 0: not given
   std::vector<float> vector;  // precomputed embedding; empty: embed the text
 };
 

@@ -10,7 +10,7 @@
 namespace zv::tools {
 namespace {
 
-Status Query(const Flags &flags) {
+Status Query(const Flags& flags) {
   const std::string server = flags.Get("server", kDefaultListen);
   ZV_ASSIGN_OR_RETURN(const std::string collection,
                       flags.Require("collection"));
@@ -34,8 +34,7 @@ Status Query(const Flags &flags) {
     req.mutable_query()->set_text(flags.Get("text"));
   } else {
     auto values = ReadVectorFile(flags.Get("vector-file"));
-    if (!values.ok())
-      return FailedPreconditionError(values.status().message());
+    if (!values.ok()) return FailedPreconditionError(values.status().message());
     req.mutable_query()->mutable_vector()->mutable_values()->Add(
         values->begin(), values->end());
   }
@@ -45,8 +44,7 @@ Status Query(const Flags &flags) {
                    std::chrono::seconds(timeout_s));
   if (flags.Has("auth-token-file")) {
     auto token = ReadSecretFile(flags.Get("auth-token-file"));
-    if (!token.ok())
-      return FailedPreconditionError(token.status().message());
+    if (!token.ok()) return FailedPreconditionError(token.status().message());
     ctx.AddMetadata("authorization", "Bearer " + *token);
   }
   auto channel =
@@ -62,27 +60,25 @@ Status Query(const Flags &flags) {
         ": " + s.error_message());
   }
   std::vector<OutputHit> hits;
-  for (const auto &h : resp.hits()) {
+  for (const auto& h : resp.hits()) {
     hits.push_back({h.id(), h.score(), h.namespace_(), h.text()});
   }
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();
 }
 
-} // namespace
+}  // namespace
 
-int RunQuery(const std::vector<std::string> &args) {
+int RunQuery(const std::vector<std::string>& args) {
   auto flags =
       Flags::Parse(args,
                    {"server", "collection", "text", "vector-file", "k",
                     "namespace", "auth-token-file", "timeout-s", "ef-search"},
                    {"json"});
-  if (!flags.ok())
-    return Fail("query", flags.status(), true);
+  if (!flags.ok()) return Fail("query", flags.status(), true);
   Status s = Query(*flags);
-  if (!s.ok())
-    return Fail("query", s, IsUsageError(s));
+  if (!s.ok()) return Fail("query", s, IsUsageError(s));
   return 0;
 }
 
-} // namespace zv::tools
+}  // namespace zv::tools

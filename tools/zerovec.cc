@@ -32,9 +32,9 @@ constexpr char kUsage[] =
     "\n"
     "exit codes: 0 ok, 2 usage error, 1 other error\n";
 
-} // namespace
+}  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;
@@ -45,14 +45,10 @@ int main(int argc, char **argv) {
     std::cout << kUsage;
     return 0;
   }
-  if (command == "build")
-    return zv::tools::RunBuild(args);
-  if (command == "serve")
-    return zv::tools::RunServe(args);
-  if (command == "query")
-    return zv::tools::RunQuery(args);
-  if (command == "attach")
-    return zv::tools::RunAttach(args);
+  if (command == "build") return zv::tools::RunBuild(args);
+  if (command == "serve") return zv::tools::RunServe(args);
+  if (command == "query") return zv::tools::RunQuery(args);
+  if (command == "attach") return zv::tools::RunAttach(args);
   std::cerr << "zerovec: unknown command \"" << command
             << "\" (try zerovec help)\n";
   return 2;

@@ -1,7 +1,9 @@
-// Embedding throughput of the CUDA encoder on the GPU machine (bench/RESULTS.md,
-// "GPU (H200)"). Reads the texts and token ids of bench/gpu/texts.jsonl (the same
-// ids PyTorch gets), and for each bucket x batch size measures
-//   encode_wall  CudaModel encoder's Encode() on those ids, wall clock around the
+// Embedding throughput of the CUDA encoder on the GPU machine
+// (bench/RESULTS.md, "GPU (H200)"). Reads the texts and token ids of
+// bench/gpu/texts.jsonl (the same ids PyTorch gets), and for each bucket x
+// batch size measures
+//   encode_wall  CudaModel encoder's Encode() on those ids, wall clock around
+//   the
 //                blocking call (host staging, H2D, kernels, rows stored into
 //                registered host memory, sync)
 //   gpu          the same launch sequence (bench/gpu/mirror.cu) between CUDA
@@ -59,10 +61,10 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   std::fprintf(stderr, "FATAL: %s\n", what.c_str());
   std::exit(1);
 }
-#define CHECK_OK(expr)                                  \
-  do {                                                  \
-    auto s_ = (expr);                                   \
-    if (!s_.ok()) Die(#expr ": " + s_.ToString());      \
+#define CHECK_OK(expr)                             \
+  do {                                             \
+    auto s_ = (expr);                              \
+    if (!s_.ok()) Die(#expr ": " + s_.ToString()); \
   } while (0)
 
 std::map<std::string, std::string> Args(int argc, char** argv) {
@@ -78,7 +80,8 @@ double ModelFlops(const ze::BertConfig& c, const std::vector<int>& lens) {
   const double h = c.hidden_size, f = c.intermediate_size;
   double total = 0;
   for (int L : lens) {
-    total += c.num_layers * (2.0 * L * (3 * h * h + h * h + 2 * h * f) + 4.0 * L * double(L) * h);
+    total += c.num_layers * (2.0 * L * (3 * h * h + h * h + 2 * h * f) +
+                             4.0 * L * double(L) * h);
   }
   return total;
 }
@@ -95,7 +98,8 @@ int main(int argc, char** argv) {
   if (args.count("--batches")) {
     batches.clear();
     std::stringstream ss(args["--batches"]);
-    for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::stoi(x));
+    for (std::string x; std::getline(ss, x, ',');)
+      batches.push_back(std::stoi(x));
   }
   const int max_batch = *std::max_element(batches.begin(), batches.end());
 
@@ -123,8 +127,11 @@ int main(int argc, char** argv) {
   out["label"] = args["--label"];
   out["gpu"] = zvbench::GpuName();
   out["cuda"] = zvbench::DriverAndRuntime();
-  out["config"] = {{"layers", cfg.num_layers}, {"hidden", h}, {"heads", cfg.num_heads},
-                   {"ffn", cfg.intermediate_size}, {"vocab", cfg.vocab_size}};
+  out["config"] = {{"layers", cfg.num_layers},
+                   {"hidden", h},
+                   {"heads", cfg.num_heads},
+                   {"ffn", cfg.intermediate_size},
+                   {"vocab", cfg.vocab_size}};
 
   // Our tokenizer against the ids file (reference tokenizer).
   {
@@ -137,7 +144,8 @@ int main(int argc, char** argv) {
         if (tok->Encode(t.text) != t.ids) ++mismatched;
       }
     out["tokenizer_check"] = {{"texts", checked}, {"mismatched", mismatched}};
-    std::printf("tokenizer: %d of %d texts differ from the reference ids\n", mismatched, checked);
+    std::printf("tokenizer: %d of %d texts differ from the reference ids\n",
+                mismatched, checked);
 
     // Tokenization alone at the largest batch: one thread, and the Embedder's
     // split (min(hardware threads, 8) workers for jobs of >= 256 texts).
@@ -146,7 +154,8 @@ int main(int argc, char** argv) {
       std::vector<std::string_view> texts;
       for (int i = 0; i < max_batch; ++i) texts.push_back(v[i % v.size()].text);
       std::vector<double> one, par;
-      const size_t workers = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+      const size_t workers =
+          std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
       for (int r = 0; r < 4; ++r) {
         auto t0 = Clock::now();
         size_t sink = 0;
@@ -156,18 +165,24 @@ int main(int argc, char** argv) {
         for (size_t w = 0; w < workers; ++w)
           parts.push_back(std::async(std::launch::async, [&, w] {
             size_t n = 0;
-            for (size_t i = w; i < texts.size(); i += workers) n += tok->Encode(texts[i]).size();
+            for (size_t i = w; i < texts.size(); i += workers)
+              n += tok->Encode(texts[i]).size();
             return n;
           }));
         for (auto& p : parts) sink -= p.get();
         auto t2 = Clock::now();
         if (sink != 0) Die("tokenizer count mismatch");
-        if (r) { one.push_back(Ms(t0, t1)); par.push_back(Ms(t1, t2)); }
+        if (r) {
+          one.push_back(Ms(t0, t1));
+          par.push_back(Ms(t1, t2));
+        }
       }
-      out["tokenize"][b] = {{"batch", max_batch}, {"one_thread_ms", Median(one)},
-                            {"threads", workers}, {"parallel_ms", Median(par)}};
-      std::printf("tokenize %s x%d: %.2f ms on 1 thread, %.2f ms on %zu\n", b.c_str(), max_batch,
-                  Median(one), Median(par), workers);
+      out["tokenize"][b] = {{"batch", max_batch},
+                            {"one_thread_ms", Median(one)},
+                            {"threads", workers},
+                            {"parallel_ms", Median(par)}};
+      std::printf("tokenize %s x%d: %.2f ms on 1 thread, %.2f ms on %zu\n",
+                  b.c_str(), max_batch, Median(one), Median(par), workers);
     }
   }
 
@@ -177,12 +192,17 @@ int main(int argc, char** argv) {
     auto bf16 = zvbench::GemmTflops("bf16", 8192, 10);
     CHECK_OK(fp16.status());
     CHECK_OK(bf16.status());
-    out["gemm_ceiling_tflops"] = {{"fp16", *fp16}, {"bf16", *bf16}, {"n", 8192},
-                                  {"call", "cublasGemmEx, fp32 accumulate, random data"}};
-    std::printf("GEMM ceiling 8192^3: fp16 %.0f TFLOP/s, bf16 %.0f TFLOP/s\n", *fp16, *bf16);
+    out["gemm_ceiling_tflops"] = {
+        {"fp16", *fp16},
+        {"bf16", *bf16},
+        {"n", 8192},
+        {"call", "cublasGemmEx, fp32 accumulate, random data"}};
+    std::printf("GEMM ceiling 8192^3: fp16 %.0f TFLOP/s, bf16 %.0f TFLOP/s\n",
+                *fp16, *bf16);
   }
-  const double ceiling = std::max(out["gemm_ceiling_tflops"]["fp16"].get<double>(),
-                                  out["gemm_ceiling_tflops"]["bf16"].get<double>());
+  const double ceiling =
+      std::max(out["gemm_ceiling_tflops"]["fp16"].get<double>(),
+               out["gemm_ceiling_tflops"]["bf16"].get<double>());
 
   auto batch_of = [&](const std::string& b, int n, std::vector<int>* lens) {
     ze::TokenBatch tb;
@@ -194,7 +214,9 @@ int main(int argc, char** argv) {
     return tb;
   };
   int max_tokens = 0;
-  for (const auto& b : order) max_tokens = std::max<int>(max_tokens, batch_of(b, max_batch, nullptr).ids.size());
+  for (const auto& b : order)
+    max_tokens =
+        std::max<int>(max_tokens, batch_of(b, max_batch, nullptr).ids.size());
 
   auto model_or = ze::CudaModel::Create(ck, max_tokens);
   CHECK_OK(model_or.status());
@@ -229,10 +251,13 @@ int main(int argc, char** argv) {
       CHECK_OK(mirror.Prepare(tb));
       CHECK_OK(mirror.Run(false, nullptr).status());
       for (int i = 0; i < n; ++i) {
-        std::vector<float> v(out_rows + size_t(i) * h, out_rows + size_t(i + 1) * h);
+        std::vector<float> v(out_rows + size_t(i) * h,
+                             out_rows + size_t(i + 1) * h);
         for (int d = 0; d < h; ++d) {
-          if (!std::isfinite(v[d])) Die("encoder left a row unwritten / non-finite");
-          worst = std::max<double>(worst, std::fabs(v[d] - mirror.rows()[size_t(i) * h + d]));
+          if (!std::isfinite(v[d]))
+            Die("encoder left a row unwritten / non-finite");
+          worst = std::max<double>(
+              worst, std::fabs(v[d] - mirror.rows()[size_t(i) * h + d]));
         }
         vecs[b].push_back(v);
       }
@@ -243,7 +268,8 @@ int main(int argc, char** argv) {
     // fatal, so the encoder's own (wall) figures still come out.
     out["mirror_matches_encoder"] = worst <= 1e-5;
     if (worst > 1e-5) std::printf("WARNING: mirror differs from the encoder\n");
-    if (args.count("--vectors-out")) std::ofstream(args["--vectors-out"]) << vecs.dump();
+    if (args.count("--vectors-out"))
+      std::ofstream(args["--vectors-out"]) << vecs.dump();
   }
 
   // Throughput: encoder on ids, and its GPU time through the mirror.
@@ -281,17 +307,30 @@ int main(int argc, char** argv) {
         for (auto& [k, v] : per) phases[k] = Median(v);
       }
       const double wm = Median(wall), gm = Median(gpu);
-      json rec = {{"impl", "zerovec-cuda"}, {"bucket", b}, {"batch", B}, {"tokens", tokens},
-                  {"reps", reps}, {"encode_wall_ms", wm}, {"gpu_ms", gm},
-                  {"sentences_per_s_wall", B / (wm / 1e3)}, {"tokens_per_s_wall", tokens / (wm / 1e3)},
-                  {"sentences_per_s_gpu", B / (gm / 1e3)}, {"tokens_per_s_gpu", tokens / (gm / 1e3)},
-                  {"model_gflop", flops / 1e9}, {"tflops_gpu", flops / (gm / 1e3) / 1e12},
-                  {"fraction_of_gemm_ceiling_gpu", flops / (gm / 1e3) / 1e12 / ceiling},
-                  {"fraction_of_gemm_ceiling_wall", flops / (wm / 1e3) / 1e12 / ceiling}};
+      json rec = {
+          {"impl", "zerovec-cuda"},
+          {"bucket", b},
+          {"batch", B},
+          {"tokens", tokens},
+          {"reps", reps},
+          {"encode_wall_ms", wm},
+          {"gpu_ms", gm},
+          {"sentences_per_s_wall", B / (wm / 1e3)},
+          {"tokens_per_s_wall", tokens / (wm / 1e3)},
+          {"sentences_per_s_gpu", B / (gm / 1e3)},
+          {"tokens_per_s_gpu", tokens / (gm / 1e3)},
+          {"model_gflop", flops / 1e9},
+          {"tflops_gpu", flops / (gm / 1e3) / 1e12},
+          {"fraction_of_gemm_ceiling_gpu", flops / (gm / 1e3) / 1e12 / ceiling},
+          {"fraction_of_gemm_ceiling_wall",
+           flops / (wm / 1e3) / 1e12 / ceiling}};
       if (!phases.is_null()) rec["phases_ms"] = phases;
       out["runs"].push_back(rec);
-      std::printf("%-6s B=%5d  encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f sent/s, %5.1f TFLOP/s)\n",
-                  b.c_str(), B, wm, B / (wm / 1e3), gm, B / (gm / 1e3), flops / (gm / 1e3) / 1e12);
+      std::printf(
+          "%-6s B=%5d  encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f "
+          "sent/s, %5.1f TFLOP/s)\n",
+          b.c_str(), B, wm, B / (wm / 1e3), gm, B / (gm / 1e3),
+          flops / (gm / 1e3) / 1e12);
       std::fflush(stdout);
     }
   }
@@ -301,7 +340,10 @@ int main(int argc, char** argv) {
     const int t = batch_of(b, max_batch, nullptr).ids.size();
     const int f = cfg.intermediate_size;
     json s;
-    for (auto [name, n, k] : {std::tuple{"qkv", 3 * h, h}, {"attn_out", h, h}, {"ffn_in", f, h}, {"ffn_out", h, f}}) {
+    for (auto [name, n, k] : {std::tuple{"qkv", 3 * h, h},
+                              {"attn_out", h, h},
+                              {"ffn_in", f, h},
+                              {"ffn_out", h, f}}) {
       auto r = zvbench::ShapeTflops(t, n, k, 5);
       CHECK_OK(r.status());
       s[name] = *r;
@@ -325,7 +367,8 @@ int main(int argc, char** argv) {
     std::printf("e2e embedder: %s\n", emb.device_description().c_str());
     for (const auto& b : order) {
       for (int B : batches) {
-        if (mbt != 16384 && B < max_batch) continue;  // large buckets: largest batch only
+        if (mbt != 16384 && B < max_batch)
+          continue;  // large buckets: largest batch only
         const auto& v = buckets[b];
         std::vector<std::string_view> texts;
         double tokens = 0;
@@ -343,10 +386,17 @@ int main(int argc, char** argv) {
           wall.push_back(Ms(t0, Clock::now()));
         }
         const double wm = Median(wall);
-        out["runs"].push_back({{"impl", "zerovec-e2e"}, {"max_batch_tokens", mbt}, {"bucket", b},
-                               {"batch", B}, {"tokens", tokens}, {"reps", reps}, {"ms", wm},
-                               {"sentences_per_s", B / (wm / 1e3)}, {"tokens_per_s", tokens / (wm / 1e3)}});
-        std::printf("e2e(mbt %d) %-6s B=%5d %9.3f ms (%9.0f sent/s)\n", mbt, b.c_str(), B, wm, B / (wm / 1e3));
+        out["runs"].push_back({{"impl", "zerovec-e2e"},
+                               {"max_batch_tokens", mbt},
+                               {"bucket", b},
+                               {"batch", B},
+                               {"tokens", tokens},
+                               {"reps", reps},
+                               {"ms", wm},
+                               {"sentences_per_s", B / (wm / 1e3)},
+                               {"tokens_per_s", tokens / (wm / 1e3)}});
+        std::printf("e2e(mbt %d) %-6s B=%5d %9.3f ms (%9.0f sent/s)\n", mbt,
+                    b.c_str(), B, wm, B / (wm / 1e3));
         std::fflush(stdout);
       }
     }

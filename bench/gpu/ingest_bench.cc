@@ -16,7 +16,8 @@
 //
 // Both start from an empty segment / index, neither pipelines chunks.
 //   ingest_bench --model DIR --texts FILE --bucket medium --rows 65536
-//                --chunks 1024,4096 --reps 3 --dir /tmp/zv_ingest --out FILE.json
+//                --chunks 1024,4096 --reps 3 --dir /tmp/zv_ingest --out
+//                FILE.json
 #include <faiss/IndexFlat.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/wait.h>
@@ -50,7 +51,8 @@ namespace {
 
 int64_t NowNs() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // system-wide: comparable across processes
+  clock_gettime(CLOCK_MONOTONIC,
+                &ts);  // system-wide: comparable across processes
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
@@ -96,8 +98,16 @@ struct Channel {
   Channel() {
     if (pipe(to_child) || pipe(to_parent)) Die("pipe");
   }
-  Pipe ParentSide() { close(to_child[0]); close(to_parent[1]); return {to_parent[0], to_child[1]}; }
-  Pipe ChildSide() { close(to_child[1]); close(to_parent[0]); return {to_child[0], to_parent[1]}; }
+  Pipe ParentSide() {
+    close(to_child[0]);
+    close(to_parent[1]);
+    return {to_parent[0], to_child[1]};
+  }
+  Pipe ChildSide() {
+    close(to_child[1]);
+    close(to_parent[0]);
+    return {to_child[0], to_parent[1]};
+  }
 };
 
 // ------------------------------------------------------------ reader process
@@ -129,9 +139,11 @@ struct Channel {
     // Read the last row where it lies: a pooled, normalised vector.
     const float* row = reader.Row(n - 1);
     double sq = 0;
-    for (uint32_t d = 0; d < reader.info().dim; ++d) sq += double(row[d]) * row[d];
+    for (uint32_t d = 0; d < reader.info().dim; ++d)
+      sq += double(row[d]) * row[d];
     std::ostringstream o;
-    o << t << " " << std::sqrt(sq) << " " << reader.Id(n - 1) << " " << refreshes;
+    o << t << " " << std::sqrt(sq) << " " << reader.Id(n - 1) << " "
+      << refreshes;
     p.Send(o.str());
   }
 }
@@ -143,12 +155,14 @@ class IndexServer final : public v1::ZeroVec::Service {
                       v1::UpsertResponse* resp) override {
     const int64_t t0 = NowNs();
     std::lock_guard<std::mutex> lock(mu_);
-    if (req->items_size() == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "no items"};
+    if (req->items_size() == 0)
+      return {grpc::StatusCode::INVALID_ARGUMENT, "no items"};
     const int dim = req->items(0).vector_size();
     auto& idx = indexes_[req->collection()];
     if (!idx) idx = std::make_unique<faiss::IndexFlatIP>(dim);
     for (const v1::Item& it : req->items()) {
-      if (it.vector_size() != dim) return {grpc::StatusCode::INVALID_ARGUMENT, "dim"};
+      if (it.vector_size() != dim)
+        return {grpc::StatusCode::INVALID_ARGUMENT, "dim"};
       idx->add(1, it.vector().data());  // the copy into the index
       ids_[req->collection()].push_back(it.id());
     }
@@ -157,7 +171,8 @@ class IndexServer final : public v1::ZeroVec::Service {
     ctx->AddTrailingMetadata("x-index-rows", std::to_string(idx->ntotal));
     return grpc::Status::OK;
   }
-  grpc::Status DropCollection(grpc::ServerContext*, const v1::DropCollectionRequest* req,
+  grpc::Status DropCollection(grpc::ServerContext*,
+                              const v1::DropCollectionRequest* req,
                               v1::DropCollectionResponse*) override {
     std::lock_guard<std::mutex> lock(mu_);
     indexes_.erase(req->name());
@@ -202,7 +217,8 @@ int main(int argc, char** argv) {
   if (a.count("--chunks")) {
     chunks.clear();
     std::stringstream ss(a["--chunks"]);
-    for (std::string x; std::getline(ss, x, ',');) chunks.push_back(std::stoi(x));
+    for (std::string x; std::getline(ss, x, ',');)
+      chunks.push_back(std::stoi(x));
   }
   const std::string device = a.count("--device") ? a["--device"] : "cuda";
 
@@ -232,7 +248,8 @@ int main(int argc, char** argv) {
 
   zv::embed::EmbedderOptions opt;
   opt.model_dir = a["--model"];
-  opt.device = device == "cpu" ? zv::embed::DevicePreference::kCpu : zv::embed::DevicePreference::kCuda;
+  opt.device = device == "cpu" ? zv::embed::DevicePreference::kCpu
+                               : zv::embed::DevicePreference::kCuda;
   auto emb_or = zv::embed::Embedder::Create(opt);
   CHECK_OK(emb_or.status());
   auto& emb = **emb_or;
@@ -247,8 +264,9 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments ca;
   ca.SetMaxReceiveMessageSize(1 << 30);
   ca.SetMaxSendMessageSize(1 << 30);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                           grpc::InsecureChannelCredentials(), ca);
+  auto channel =
+      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                grpc::InsecureChannelCredentials(), ca);
   auto stub = v1::ZeroVec::NewStub(channel);
 
   json out;
@@ -265,7 +283,8 @@ int main(int argc, char** argv) {
     for (int chunk : chunks) {
       // ---- zero-copy
       {
-        const fs::path dir = base / ("zc_" + std::to_string(rep) + "_" + std::to_string(chunk));
+        const fs::path dir =
+            base / ("zc_" + std::to_string(rep) + "_" + std::to_string(chunk));
         fs::remove_all(dir);
         zv::shm::SegmentOptions so;
         so.dim = dim;
@@ -286,7 +305,8 @@ int main(int argc, char** argv) {
           CHECK_OK(sink.Embed(std::span(views.data() + first, n), first));
           s = NowNs();
           embed_ms += (s - e) / 1e6;
-          for (uint64_t i = 0; i < n; ++i) w.SetId(first + i, int64_t(first + i));
+          for (uint64_t i = 0; i < n; ++i)
+            w.SetId(first + i, int64_t(first + i));
           CHECK_OK(w.Commit(first + n));
           commit_ms += (NowNs() - s) / 1e6;
         }
@@ -297,21 +317,35 @@ int main(int argc, char** argv) {
         int64_t last_id = -1;
         uint64_t refreshes = 0;
         ans >> t_seen >> norm >> last_id >> refreshes;
-        if (std::fabs(norm - 1.0) > 1e-3 || last_id != int64_t(rows - 1)) Die("reader saw a wrong last row");
+        if (std::fabs(norm - 1.0) > 1e-3 || last_id != int64_t(rows - 1))
+          Die("reader saw a wrong last row");
         const double s = (t_seen - t0) / 1e9;
-        json rec = {{"path", "zero-copy"}, {"chunk", chunk}, {"rep", rep}, {"seconds", s},
-                    {"rows_per_s", rows / s}, {"reserve_ms", reserve_ms}, {"embed_ms", embed_ms},
-                    {"setid_commit_ms", commit_ms}, {"writer_done_to_reader_seen_us", (t_seen - t_commit) / 1e3},
-                    {"reader_refreshes", refreshes}, {"sink", emb.device_description()}};
+        json rec = {
+            {"path", "zero-copy"},
+            {"chunk", chunk},
+            {"rep", rep},
+            {"seconds", s},
+            {"rows_per_s", rows / s},
+            {"reserve_ms", reserve_ms},
+            {"embed_ms", embed_ms},
+            {"setid_commit_ms", commit_ms},
+            {"writer_done_to_reader_seen_us", (t_seen - t_commit) / 1e3},
+            {"reader_refreshes", refreshes},
+            {"sink", emb.device_description()}};
         std::printf("%s\n", rec.dump().c_str());
         std::fflush(stdout);
-        if (rep > 0) { out["runs"].push_back(rec); rate["zero-copy/" + std::to_string(chunk)].push_back(rows / s); }
+        if (rep > 0) {
+          out["runs"].push_back(rec);
+          rate["zero-copy/" + std::to_string(chunk)].push_back(rows / s);
+        }
         fs::remove_all(dir);
       }
       // ---- conventional
       {
-        const std::string coll = "c" + std::to_string(rep) + "_" + std::to_string(chunk);
-        std::vector<float> host(size_t(chunk) * dim);  // ordinary memory: staged + copied
+        const std::string coll =
+            "c" + std::to_string(rep) + "_" + std::to_string(chunk);
+        std::vector<float> host(size_t(chunk) *
+                                dim);  // ordinary memory: staged + copied
         std::vector<float*> hrows;
         for (int i = 0; i < chunk; ++i) hrows.push_back(&host[size_t(i) * dim]);
         double embed_ms = 0, build_ms = 0, rpc_ms = 0, handler_ms = 0;
@@ -320,7 +354,8 @@ int main(int argc, char** argv) {
         for (uint64_t first = 0; first < rows; first += chunk) {
           const uint64_t n = std::min<uint64_t>(chunk, rows - first);
           int64_t s = NowNs();
-          CHECK_OK(emb.EmbedInto(std::span(views.data() + first, n), std::span(hrows.data(), n)));
+          CHECK_OK(emb.EmbedInto(std::span(views.data() + first, n),
+                                 std::span(hrows.data(), n)));
           int64_t e = NowNs();
           embed_ms += (e - s) / 1e6;
           v1::UpsertRequest req;
@@ -329,7 +364,8 @@ int main(int argc, char** argv) {
           for (uint64_t i = 0; i < n; ++i) {
             v1::Item* it = req.add_items();
             it->set_id(std::to_string(first + i));
-            it->mutable_vector()->Add(host.data() + i * dim, host.data() + (i + 1) * dim);
+            it->mutable_vector()->Add(host.data() + i * dim,
+                                      host.data() + (i + 1) * dim);
           }
           s = NowNs();
           build_ms += (s - e) / 1e6;
@@ -341,19 +377,32 @@ int main(int argc, char** argv) {
           if (resp.upserted() != n) Die("Upsert count");
           rpc_ms += (NowNs() - s) / 1e6;
           for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
-            if (k == "x-handler-ns") handler_ms += std::stoll(std::string(v.data(), v.size())) / 1e6;
-            if (k == "x-index-rows") index_rows = std::stoull(std::string(v.data(), v.size()));
+            if (k == "x-handler-ns")
+              handler_ms += std::stoll(std::string(v.data(), v.size())) / 1e6;
+            if (k == "x-index-rows")
+              index_rows = std::stoull(std::string(v.data(), v.size()));
           }
         }
         const double s = (NowNs() - t0) / 1e9;
-        if (index_rows != rows) Die("index holds " + std::to_string(index_rows) + " rows");
-        json rec = {{"path", "conventional-grpc"}, {"chunk", chunk}, {"rep", rep}, {"seconds", s},
-                    {"rows_per_s", rows / s}, {"embed_ms", embed_ms}, {"build_request_ms", build_ms},
-                    {"rpc_ms", rpc_ms}, {"server_handler_ms", handler_ms},
+        if (index_rows != rows)
+          Die("index holds " + std::to_string(index_rows) + " rows");
+        json rec = {{"path", "conventional-grpc"},
+                    {"chunk", chunk},
+                    {"rep", rep},
+                    {"seconds", s},
+                    {"rows_per_s", rows / s},
+                    {"embed_ms", embed_ms},
+                    {"build_request_ms", build_ms},
+                    {"rpc_ms", rpc_ms},
+                    {"server_handler_ms", handler_ms},
                     {"request_bytes", bytes}};
         std::printf("%s\n", rec.dump().c_str());
         std::fflush(stdout);
-        if (rep > 0) { out["runs"].push_back(rec); rate["conventional-grpc/" + std::to_string(chunk)].push_back(rows / s); }
+        if (rep > 0) {
+          out["runs"].push_back(rec);
+          rate["conventional-grpc/" + std::to_string(chunk)].push_back(rows /
+                                                                       s);
+        }
         grpc::ClientContext ctx;
         v1::DropCollectionRequest dr;
         dr.set_name(coll);
@@ -369,7 +418,8 @@ int main(int argc, char** argv) {
         Median(rate["zero-copy/" + c]) / Median(rate["conventional-grpc/" + c]);
   }
   std::printf("%s\n", out["median_rows_per_s"].dump().c_str());
-  std::printf("ratio zero-copy / conventional: %s\n", out["ratio_zero_copy_over_conventional"].dump().c_str());
+  std::printf("ratio zero-copy / conventional: %s\n",
+              out["ratio_zero_copy_over_conventional"].dump().c_str());
   std::ofstream(a["--out"]) << out.dump(1);
   reader.Send("quit");
   server.Send("quit");

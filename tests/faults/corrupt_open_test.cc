@@ -54,7 +54,8 @@ fs::path Copy(const std::string& name) {
   return dst;
 }
 
-fs::path Find(const fs::path& root, const std::function<bool(const fs::path&)>& pred) {
+fs::path Find(const fs::path& root,
+              const std::function<bool(const fs::path&)>& pred) {
   for (const auto& e : fs::recursive_directory_iterator(root)) {
     if (e.is_regular_file() && pred(e.path())) return e.path();
   }
@@ -79,7 +80,8 @@ void FlipByte(const fs::path& file, size_t offset) {
 
 size_t CountFiles(const fs::path& root) {
   size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(root)) n += e.is_regular_file();
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    n += e.is_regular_file();
   return n;
 }
 
@@ -88,12 +90,14 @@ void ExpectCleanFailureNaming(const fs::path& data, const std::string& file) {
   const size_t segment_files = CountFiles(data / "collections");
   bool started = false;
   const std::string log = ServeExpectingFailure(data, &started);
-  EXPECT_FALSE(started) << "the server started on a corrupt data dir (" << file << ")";
+  EXPECT_FALSE(started) << "the server started on a corrupt data dir (" << file
+                        << ")";
   EXPECT_EQ(log.find("AddressSanitizer"), std::string::npos) << log;
   EXPECT_EQ(log.find("runtime error"), std::string::npos) << log;
   EXPECT_NE(log.find("status 256"), std::string::npos)
       << "expected a clean exit(1), not a signal: " << log;
-  EXPECT_NE(log.find(file), std::string::npos) << "the error should name " << file << ": " << log;
+  EXPECT_NE(log.find(file), std::string::npos)
+      << "the error should name " << file << ": " << log;
   EXPECT_EQ(CountFiles(data / "collections"), segment_files)
       << "a failed start must not delete collection files";
 }
@@ -105,7 +109,8 @@ TEST(CorruptOpenTest, GoldenCopyServes) {
   std::string error;
   auto server = ServerProcess::Start(so, &error);
   ASSERT_NE(server, nullptr) << error;
-  EXPECT_EQ(Describe(server->stub(), "c").live_rows(), static_cast<uint64_t>(kRows));
+  EXPECT_EQ(Describe(server->stub(), "c").live_rows(),
+            static_cast<uint64_t>(kRows));
 }
 
 TEST(CorruptOpenTest, TruncatedExtent) {
@@ -117,7 +122,8 @@ TEST(CorruptOpenTest, TruncatedExtent) {
 }
 
 TEST(CorruptOpenTest, FlippedHeaderBytes) {
-  for (size_t offset : {0, 12, 16, 20, 32, 56}) {  // magic, dim, stride, rows, checksum
+  for (size_t offset :
+       {0, 12, 16, 20, 32, 56}) {  // magic, dim, stride, rows, checksum
     SCOPED_TRACE("offset " + std::to_string(offset));
     const fs::path data = Copy("flipped" + std::to_string(offset));
     FlipByte(Extent(data, 0), offset);
@@ -147,7 +153,8 @@ TEST(CorruptOpenTest, MissingRocksDbCurrent) {
 
 TEST(CorruptOpenTest, GarbledRocksDbCurrent) {
   const fs::path data = Copy("garbled_current");
-  std::ofstream(data / "meta" / "CURRENT", std::ios::trunc) << "MANIFEST-999999\n";
+  std::ofstream(data / "meta" / "CURRENT", std::ios::trunc)
+      << "MANIFEST-999999\n";
   ExpectCleanFailureNaming(data, "MANIFEST-999999");
 }
 
@@ -165,8 +172,8 @@ TEST(CorruptOpenTest, MissingRocksDbManifest) {
 
 TEST(CorruptOpenTest, MissingRocksDbSst) {
   const fs::path data = Copy("missing_sst");
-  const fs::path sst =
-      Find(data / "meta", [](const fs::path& p) { return p.extension() == ".sst"; });
+  const fs::path sst = Find(
+      data / "meta", [](const fs::path& p) { return p.extension() == ".sst"; });
   if (sst.empty()) GTEST_SKIP() << "RocksDB flushed no SST here";
   fs::remove(sst);
   // RocksDB names the table by number (it also tries the .ldb spelling).
@@ -186,11 +193,13 @@ TEST(CorruptOpenTest, MissingCollectionCurrentIsRebuiltFromCatalog) {
   auto server = ServerProcess::Start(so, &error);
   ASSERT_NE(server, nullptr) << error;
   EXPECT_TRUE(fs::exists(cur));
-  EXPECT_EQ(Describe(server->stub(), "c").live_rows(), static_cast<uint64_t>(kRows));
+  EXPECT_EQ(Describe(server->stub(), "c").live_rows(),
+            static_cast<uint64_t>(kRows));
   zerovec::v1::SearchRequest req;
   req.set_collection("c");
   const auto v = VectorFor("id-77", kDim);
-  req.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(), v.end());
+  req.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(),
+                                                               v.end());
   req.set_k(1);
   zerovec::v1::SearchResponse resp;
   ASSERT_TRUE(server->stub()->Search(Ctx().get(), req, &resp).ok());

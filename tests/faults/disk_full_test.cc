@@ -4,9 +4,10 @@
 //    fails with EFBIG once the first one is full;
 //  - a small tmpfs mounted under the test dir (runs where the test may mount,
 //    skipped otherwise): ENOSPC from the segment or the meta store.
-// Either way the Upsert that needs the space answers RESOURCE_EXHAUSTED, nothing
-// acknowledged is lost, the server keeps answering reads, and once space returns
-// (restart without the limit / a larger mount) writes succeed again.
+// Either way the Upsert that needs the space answers RESOURCE_EXHAUSTED,
+// nothing acknowledged is lost, the server keeps answering reads, and once
+// space returns (restart without the limit / a larger mount) writes succeed
+// again.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -26,7 +27,8 @@ namespace pb = zerovec::v1;
 const char kName[] = "full";
 
 // Creates the collection in-process (the API has no rows_per_extent).
-void CreateSmallExtentCollection(const fs::path& data, uint32_t dim, uint64_t rows_per_extent) {
+void CreateSmallExtentCollection(const fs::path& data, uint32_t dim,
+                                 uint64_t rows_per_extent) {
   auto db = index::Database::Open(data);
   ASSERT_TRUE(db.ok()) << db.status();
   index::CollectionOptions o;
@@ -50,8 +52,8 @@ pb::UpsertRequest Batch(int first, int n, uint32_t dim) {
 
 // Upserts batches until one fails; returns how many items were acknowledged and
 // the failing status.
-int IngestUntilFull(pb::ZeroVec::Stub* stub, uint32_t dim, int batch, int max_items,
-                    grpc::Status* failure) {
+int IngestUntilFull(pb::ZeroVec::Stub* stub, uint32_t dim, int batch,
+                    int max_items, grpc::Status* failure) {
   int acked = 0;
   while (acked < max_items) {
     pb::UpsertResponse resp;
@@ -71,7 +73,8 @@ void ExpectAllPresent(pb::ZeroVec::Stub* stub, int acked, uint32_t dim) {
     pb::GetRequest req;
     req.set_collection(kName);
     req.set_include_vectors(true);
-    for (int i = first; i < std::min(acked, first + 500); ++i) req.add_ids("id-" + std::to_string(i));
+    for (int i = first; i < std::min(acked, first + 500); ++i)
+      req.add_ids("id-" + std::to_string(i));
     pb::GetResponse resp;
     grpc::Status s = stub->Get(Ctx().get(), req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
@@ -86,9 +89,11 @@ void ExpectAllPresent(pb::ZeroVec::Stub* stub, int acked, uint32_t dim) {
 }
 
 TEST(DiskFullTest, FileSizeLimitIsResourceExhaustedAndRecovers) {
-  constexpr uint32_t kDim = 1024;  // a row is 4 KiB: extents dwarf the meta files
+  constexpr uint32_t kDim =
+      1024;  // a row is 4 KiB: extents dwarf the meta files
   constexpr uint64_t kRowsPerExtent = 256;  // ~1 MiB an extent
-  constexpr uint64_t kLimit = 512 << 10;    // below one extent, above any meta file
+  constexpr uint64_t kLimit = 512
+                              << 10;  // below one extent, above any meta file
   const fs::path data = MakeTempDir("disk_full_rlimit") / "data";
   CreateSmallExtentCollection(data, kDim, kRowsPerExtent);
   if (HasFatalFailure()) return;
@@ -101,17 +106,21 @@ TEST(DiskFullTest, FileSizeLimitIsResourceExhaustedAndRecovers) {
   ASSERT_NE(server, nullptr) << error;
   grpc::Status failure;
   const int acked = IngestUntilFull(server->stub(), kDim, 32, 4096, &failure);
-  EXPECT_EQ(acked, static_cast<int>(kRowsPerExtent)) << "the first extent holds 256 rows";
+  EXPECT_EQ(acked, static_cast<int>(kRowsPerExtent))
+      << "the first extent holds 256 rows";
   EXPECT_EQ(failure.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << "EFBIG from posix_fallocate must be RESOURCE_EXHAUSTED, got "
       << failure.error_code() << ": " << failure.error_message();
   EXPECT_NE(failure.error_message().find("vectors.00001"), std::string::npos)
-      << "the error names the extent it could not reserve: " << failure.error_message();
+      << "the error names the extent it could not reserve: "
+      << failure.error_message();
   ASSERT_TRUE(server->Running()) << "the server died: " << server->Log();
-  // Still serving reads, nothing acknowledged lost; a second try fails the same.
+  // Still serving reads, nothing acknowledged lost; a second try fails the
+  // same.
   ExpectAllPresent(server->stub(), acked, kDim);
   pb::UpsertResponse resp;
-  EXPECT_FALSE(server->stub()->Upsert(Ctx().get(), Batch(acked, 1, kDim), &resp).ok());
+  EXPECT_FALSE(
+      server->stub()->Upsert(Ctx().get(), Batch(acked, 1, kDim), &resp).ok());
   server->Stop();
 
   // Space returns: restart without the limit.
@@ -119,15 +128,18 @@ TEST(DiskFullTest, FileSizeLimitIsResourceExhaustedAndRecovers) {
   server = ServerProcess::Start(so, &error);
   ASSERT_NE(server, nullptr) << error;
   ExpectAllPresent(server->stub(), acked, kDim);
-  grpc::Status s = server->stub()->Upsert(Ctx().get(), Batch(acked, 64, kDim), &resp);
+  grpc::Status s =
+      server->stub()->Upsert(Ctx().get(), Batch(acked, 64, kDim), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   ExpectAllPresent(server->stub(), acked + 64, kDim);
 }
 
 TEST(DiskFullTest, SmallTmpfsIsResourceExhaustedAndRecovers) {
   const fs::path mnt = MakeTempDir("disk_full_tmpfs");
-  if (::geteuid() != 0 || ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m,mode=0700") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << ")";
+  if (::geteuid() != 0 ||
+      ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m,mode=0700") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
+                 << ")";
   }
   struct Unmount {
     fs::path p;
@@ -152,13 +164,16 @@ TEST(DiskFullTest, SmallTmpfsIsResourceExhaustedAndRecovers) {
   ExpectAllPresent(server->stub(), acked, kDim);
   server->Stop();
 
-  ASSERT_EQ(::mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m,mode=0700"), 0)
+  ASSERT_EQ(
+      ::mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m,mode=0700"),
+      0)
       << std::strerror(errno);
   server = ServerProcess::Start(so, &error);
   ASSERT_NE(server, nullptr) << "restart after space returned: " << error;
   ExpectAllPresent(server->stub(), acked, kDim);
   pb::UpsertResponse resp;
-  grpc::Status s = server->stub()->Upsert(Ctx().get(), Batch(acked, 64, kDim), &resp);
+  grpc::Status s =
+      server->stub()->Upsert(Ctx().get(), Batch(acked, 64, kDim), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   ExpectAllPresent(server->stub(), acked + 64, kDim);
   server->Stop();

@@ -1,11 +1,11 @@
 // Crash safety through the service: a client streams acknowledged Upserts to a
 // `zerovec serve` process that is SIGKILLed at random points (22 times). After
 // each restart every acknowledged id answers Get with its exact vector and
-// document, the batch in flight at the kill is all-or-nothing, the live row count
-// equals the number of distinct ids (no duplicate rows), and a search over all
-// rows returns each id once. A co-located index::AttachedCollection stays
-// attached through every crash: while the server is dead it keeps serving a
-// consistent prefix, and after the restart Refresh() picks up the new writes
+// document, the batch in flight at the kill is all-or-nothing, the live row
+// count equals the number of distinct ids (no duplicate rows), and a search
+// over all rows returns each id once. A co-located index::AttachedCollection
+// stays attached through every crash: while the server is dead it keeps serving
+// a consistent prefix, and after the restart Refresh() picks up the new writes
 // without re-attaching.
 #include <gtest/gtest.h>
 
@@ -40,21 +40,23 @@ struct Batch {
   std::vector<std::pair<std::string, int64_t>> items;  // id, version
 };
 
-// The writer: unary Upserts until one fails; acknowledged batches go to `acked`.
+// The writer: unary Upserts until one fails; acknowledged batches go to
+// `acked`.
 class Writer {
  public:
   Writer(pb::ZeroVec::Stub* stub, int64_t* next_version, std::mt19937_64* rng)
       : stub_(stub), next_version_(next_version), rng_(rng) {}
 
-  void Run(std::map<std::string, int64_t>* acked, std::optional<Batch>* in_flight,
-           int* acked_batches) {
+  void Run(std::map<std::string, int64_t>* acked,
+           std::optional<Batch>* in_flight, int* acked_batches) {
     while (true) {
       Batch b;
       std::set<std::string> used;
       const int n = 1 + (*rng_)() % 16;
       for (int j = 0; j < n; ++j) {
         std::string id = "id-" + std::to_string((*rng_)() % kIds);
-        if (used.insert(id).second) b.items.emplace_back(id, (*next_version_)++);
+        if (used.insert(id).second)
+          b.items.emplace_back(id, (*next_version_)++);
       }
       pb::UpsertRequest req;
       req.set_collection(kName);
@@ -68,7 +70,8 @@ class Writer {
       }
       pb::UpsertResponse resp;
       *in_flight = b;
-      grpc::Status s = stub_->Upsert(Ctx(std::chrono::milliseconds(5000)).get(), req, &resp);
+      grpc::Status s =
+          stub_->Upsert(Ctx(std::chrono::milliseconds(5000)).get(), req, &resp);
       if (!s.ok()) return;  // the server is gone: `b` stays in flight
       in_flight->reset();
       for (const auto& [id, v] : b.items) (*acked)[id] = v;
@@ -84,8 +87,8 @@ class Writer {
 
 // Server versions of `ids` via Get (id -> version parsed from the text), with
 // exact vector checks.
-std::map<std::string, int64_t> ServerVersions(pb::ZeroVec::Stub* stub,
-                                              const std::vector<std::string>& ids) {
+std::map<std::string, int64_t> ServerVersions(
+    pb::ZeroVec::Stub* stub, const std::vector<std::string>& ids) {
   std::map<std::string, int64_t> out;
   pb::GetRequest req;
   req.set_collection(kName);
@@ -101,9 +104,12 @@ std::map<std::string, int64_t> ServerVersions(pb::ZeroVec::Stub* stub,
     const int64_t v = std::stoll(item.text().substr(at + 2));
     EXPECT_EQ(item.text(), VersionText(item.id(), v));
     const auto want = VersionVector(v);
-    EXPECT_EQ(std::vector<float>(item.vector().begin(), item.vector().end()), want)
-        << item.id() << " v" << v << ": vector differs from the acknowledged one";
-    EXPECT_TRUE(out.emplace(item.id(), v).second) << "Get returned " << item.id() << " twice";
+    EXPECT_EQ(std::vector<float>(item.vector().begin(), item.vector().end()),
+              want)
+        << item.id() << " v" << v
+        << ": vector differs from the acknowledged one";
+    EXPECT_TRUE(out.emplace(item.id(), v).second)
+        << "Get returned " << item.id() << " twice";
   }
   return out;
 }
@@ -113,7 +119,8 @@ std::vector<std::string> AllHitIds(pb::ZeroVec::Stub* stub) {
   pb::SearchRequest req;
   req.set_collection(kName);
   const auto q = VectorFor("any query", kDim);
-  req.mutable_query()->mutable_vector()->mutable_values()->Add(q.begin(), q.end());
+  req.mutable_query()->mutable_vector()->mutable_values()->Add(q.begin(),
+                                                               q.end());
   req.set_k(1000);
   pb::SearchResponse resp;
   grpc::Status s = stub->Search(Ctx().get(), req, &resp);
@@ -124,7 +131,8 @@ std::vector<std::string> AllHitIds(pb::ZeroVec::Stub* stub) {
 }
 
 // The attached reader's view is a consistent prefix: every hit is an id the
-// client wrote, its score is the exact inner product with that version's vector.
+// client wrote, its score is the exact inner product with that version's
+// vector.
 void CheckReaderView(index::AttachedCollection& reader,
                      const std::map<std::string, std::set<int64_t>>& possible) {
   const auto q = VectorFor("reader query", kDim);
@@ -141,7 +149,8 @@ void CheckReaderView(index::AttachedCollection& reader,
     const size_t at = h.record.text.rfind(" v");
     ASSERT_NE(at, std::string::npos) << h.record.text;
     const int64_t v = std::stoll(h.record.text.substr(at + 2));
-    EXPECT_TRUE(it->second.count(v)) << h.id << " v" << v << " was never written";
+    EXPECT_TRUE(it->second.count(v))
+        << h.id << " v" << v << " was never written";
     const auto vec = VersionVector(v);
     float dot = 0;
     for (uint32_t i = 0; i < kDim; ++i) dot += vec[i] * q[i];
@@ -172,7 +181,8 @@ TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
     std::optional<Batch> in_flight;
     int batches = 0;
     std::thread writer([&] {
-      Writer(server->stub(), &next_version, &rng).Run(&acked, &in_flight, &batches);
+      Writer(server->stub(), &next_version, &rng)
+          .Run(&acked, &in_flight, &batches);
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 300));
     if (kill < kKills) {
@@ -209,9 +219,10 @@ TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
         auto it = have.find(id);
         applied += it != have.end() && it->second == v;
       }
-      EXPECT_TRUE(applied == 0 || applied == static_cast<int>(in_flight->items.size()))
-          << "kill " << kill << ": the in-flight batch is partly applied (" << applied << "/"
-          << in_flight->items.size() << ")";
+      EXPECT_TRUE(applied == 0 ||
+                  applied == static_cast<int>(in_flight->items.size()))
+          << "kill " << kill << ": the in-flight batch is partly applied ("
+          << applied << "/" << in_flight->items.size() << ")";
       if (applied > 0) {
         ++applied_in_flight;
         for (const auto& [id, v] : in_flight->items) acked[id] = v;
@@ -219,14 +230,19 @@ TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
     }
     for (const auto& [id, v] : acked) {
       auto it = have.find(id);
-      ASSERT_NE(it, have.end()) << "kill " << kill << ": acknowledged id " << id << " lost";
-      EXPECT_EQ(it->second, v) << "kill " << kill << ": " << id << " has an old version";
+      ASSERT_NE(it, have.end())
+          << "kill " << kill << ": acknowledged id " << id << " lost";
+      EXPECT_EQ(it->second, v)
+          << "kill " << kill << ": " << id << " has an old version";
     }
-    EXPECT_EQ(have.size(), acked.size()) << "kill " << kill << ": unexpected ids";
+    EXPECT_EQ(have.size(), acked.size())
+        << "kill " << kill << ": unexpected ids";
     const pb::CollectionInfo info = Describe(server->stub(), kName);
-    EXPECT_EQ(info.live_rows(), acked.size()) << "kill " << kill << ": duplicate or lost rows";
+    EXPECT_EQ(info.live_rows(), acked.size())
+        << "kill " << kill << ": duplicate or lost rows";
     const auto hit_ids = AllHitIds(server->stub());
-    EXPECT_EQ(std::set<std::string>(hit_ids.begin(), hit_ids.end()).size(), hit_ids.size())
+    EXPECT_EQ(std::set<std::string>(hit_ids.begin(), hit_ids.end()).size(),
+              hit_ids.size())
         << "kill " << kill << ": a search returns an id twice";
     EXPECT_EQ(hit_ids.size(), acked.size());
 
@@ -245,24 +261,27 @@ TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
     acked[marker] = mv;
     possible[marker].insert(mv);
     Status refreshed = reader->Refresh();
-    ASSERT_TRUE(refreshed.ok()) << "kill " << kill << ": attached reader refresh after restart: "
-                                << refreshed;
+    ASSERT_TRUE(refreshed.ok())
+        << "kill " << kill
+        << ": attached reader refresh after restart: " << refreshed;
     EXPECT_EQ(reader->Describe().live_rows, acked.size()) << "kill " << kill;
     index::SearchOptions opts;
     opts.k = 1;
     auto found = reader->Search(vec, opts);
     ASSERT_TRUE(found.ok()) << found.status();
     ASSERT_EQ(found->at(0).size(), 1u);
-    EXPECT_EQ(found->at(0)[0].id, marker) << "kill " << kill << ": reader misses the new write";
+    EXPECT_EQ(found->at(0)[0].id, marker)
+        << "kill " << kill << ": reader misses the new write";
     CheckReaderView(*reader, possible);
     if (::testing::Test::HasFatalFailure()) return;
   }
   RecordProperty("acknowledged_batches", total_batches);
   RecordProperty("in_flight_batches_applied", applied_in_flight);
-  EXPECT_GT(total_batches, kKills) << "too few writes between kills to mean anything";
+  EXPECT_GT(total_batches, kKills)
+      << "too few writes between kills to mean anything";
   std::cerr << "kill test: " << kKills << " kills, " << total_batches
-            << " acknowledged batches, " << acked.size() << " ids, " << applied_in_flight
-            << " in-flight batches found applied\n";
+            << " acknowledged batches, " << acked.size() << " ids, "
+            << applied_in_flight << " in-flight batches found applied\n";
 }
 
 }  // namespace

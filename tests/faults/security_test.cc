@@ -1,12 +1,12 @@
-// Security checks over gRPC against a real `zerovec serve`: collection names with
-// path separators, "..", NUL bytes or over-long are INVALID_ARGUMENT on every RPC
-// that takes one (and create nothing on disk); another uid can neither attach a
-// collection nor read any file of the data directory (skipped where the test
-// cannot switch uid).
+// Security checks over gRPC against a real `zerovec serve`: collection names
+// with path separators, "..", NUL bytes or over-long are INVALID_ARGUMENT on
+// every RPC that takes one (and create nothing on disk); another uid can
+// neither attach a collection nor read any file of the data directory (skipped
+// where the test cannot switch uid).
 #include <fcntl.h>
 #include <grp.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,11 +23,24 @@ namespace pb = zerovec::v1;
 constexpr uint32_t kDim = 4;
 
 std::vector<std::string> BadNames() {
-  return {"a/b",      "/etc",         "..",          "../x",           "x/..",
-          ".",        "a..b",         "..\\x",       std::string("x\0y", 3),
-          std::string(1, '\0'),       "",            std::string(65, 'a'),
-          std::string(4096, 'b'),     "a b",         "-x",             "\xc3\xa9t\xc3\xa9",
-          "x\n",      "%2e%2e%2f"};
+  return {"a/b",
+          "/etc",
+          "..",
+          "../x",
+          "x/..",
+          ".",
+          "a..b",
+          "..\\x",
+          std::string("x\0y", 3),
+          std::string(1, '\0'),
+          "",
+          std::string(65, 'a'),
+          std::string(4096, 'b'),
+          "a b",
+          "-x",
+          "\xc3\xa9t\xc3\xa9",
+          "x\n",
+          "%2e%2e%2f"};
 }
 
 TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
@@ -41,7 +54,8 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
   ASSERT_TRUE(CreateCollection(stub, "ok", kDim).ok());
 
   for (const std::string& name : BadNames()) {
-    SCOPED_TRACE("name \"" + name.substr(0, 40) + "\" (" + std::to_string(name.size()) + " bytes)");
+    SCOPED_TRACE("name \"" + name.substr(0, 40) + "\" (" +
+                 std::to_string(name.size()) + " bytes)");
     auto expect_invalid = [&](const grpc::Status& s, const char* rpc) {
       EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
           << rpc << ": " << s.error_code() << " " << s.error_message();
@@ -51,13 +65,15 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
       r.set_name(name);
       r.set_dim(kDim);
       pb::CreateCollectionResponse resp;
-      expect_invalid(stub->CreateCollection(Ctx().get(), r, &resp), "CreateCollection");
+      expect_invalid(stub->CreateCollection(Ctx().get(), r, &resp),
+                     "CreateCollection");
     }
     {
       pb::DropCollectionRequest r;
       r.set_name(name);
       pb::DropCollectionResponse resp;
-      expect_invalid(stub->DropCollection(Ctx().get(), r, &resp), "DropCollection");
+      expect_invalid(stub->DropCollection(Ctx().get(), r, &resp),
+                     "DropCollection");
     }
     {
       grpc::Status s;
@@ -82,7 +98,8 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
     {
       pb::SearchRequest r;
       r.set_collection(name);
-      r.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(), v.end());
+      r.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(),
+                                                                 v.end());
       pb::SearchResponse resp;
       expect_invalid(stub->Search(Ctx().get(), r, &resp), "Search");
       pb::SearchBatchRequest b;
@@ -112,9 +129,11 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
   }
   // Nothing was created outside the data directory, nor inside beyond "ok".
   std::vector<std::string> entries;
-  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename());
+  for (const auto& e : fs::directory_iterator(root))
+    entries.push_back(e.path().filename());
   for (const auto& e : entries) {
-    EXPECT_TRUE(e == "data" || e.find(".serve") != std::string::npos) << "stray file " << e;
+    EXPECT_TRUE(e == "data" || e.find(".serve") != std::string::npos)
+        << "stray file " << e;
   }
   for (const auto& e : fs::directory_iterator(so.data_dir / "collections")) {
     EXPECT_EQ(e.path().filename(), "ok");
@@ -132,7 +151,9 @@ int RunAsNobody(const std::function<int()>& fn) {
   if (::geteuid() != 0) return -1;
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 ||
+        ::setuid(65534) != 0)
+      ::_exit(100);
     ::_exit(fn());
   }
   int status = 0;
@@ -145,13 +166,17 @@ TEST(SecurityTest, AnotherUidCannotAttachOrReadTheDataDir) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
   // Under /tmp (searchable by everyone, as a data dir often is) so that only
   // the data dir's own permissions can stop another uid.
-  const fs::path root = fs::path("/tmp") / ("zv-security-" + std::to_string(::getpid()));
+  const fs::path root =
+      fs::path("/tmp") / ("zv-security-" + std::to_string(::getpid()));
   fs::remove_all(root);
   fs::create_directories(root);
   ::chmod(root.c_str(), 0755);
   struct Cleanup {
     fs::path p;
-    ~Cleanup() { std::error_code ec; fs::remove_all(p, ec); }
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
   } cleanup{root};
   ServeOptions so;
   so.data_dir = root / "data";
@@ -177,8 +202,8 @@ TEST(SecurityTest, AnotherUidCannotAttachOrReadTheDataDir) {
   if (attach == -1) GTEST_SKIP() << "cannot switch uid here (user namespace)";
   EXPECT_NE(attach, 0) << "another uid attached the collection";
 
-  // No file under the data dir may be readable by another uid (RocksDB's WAL and
-  // SSTs hold the documents).
+  // No file under the data dir may be readable by another uid (RocksDB's WAL
+  // and SSTs hold the documents).
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(so.data_dir)) {
     if (e.is_regular_file()) files.push_back(e.path());
@@ -189,9 +214,11 @@ TEST(SecurityTest, AnotherUidCannotAttachOrReadTheDataDir) {
       const int fd = ::open(f.c_str(), O_RDONLY);
       return fd >= 0 ? 0 : 1;
     });
-    EXPECT_EQ(readable, 1) << "another uid can read " << f.lexically_relative(so.data_dir)
-                           << " (mode " << std::oct
-                           << static_cast<int>(fs::status(f).permissions()) << ")";
+    EXPECT_EQ(readable, 1) << "another uid can read "
+                           << f.lexically_relative(so.data_dir) << " (mode "
+                           << std::oct
+                           << static_cast<int>(fs::status(f).permissions())
+                           << ")";
   }
 }
 

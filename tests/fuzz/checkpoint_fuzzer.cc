@@ -1,15 +1,16 @@
-// libFuzzer target: the embed checkpoint loader over an arbitrary config.json and
-// an arbitrary safetensors header, written into a temp checkpoint folder.
-// Input layout: [u8 flags][u16 LE config length][config.json bytes][header bytes].
-// model.safetensors is the 8-byte header length, the header, then a zero-filled
-// data section as long as the largest data_offsets end the header names (capped),
-// so a well-formed header reaches the tensor reads. Flags:
+// libFuzzer target: the embed checkpoint loader over an arbitrary config.json
+// and an arbitrary safetensors header, written into a temp checkpoint folder.
+// Input layout: [u8 flags][u16 LE config length][config.json bytes][header
+// bytes]. model.safetensors is the 8-byte header length, the header, then a
+// zero-filled data section as long as the largest data_offsets end the header
+// names (capped), so a well-formed header reaches the tensor reads. Flags:
 //   1: data section one byte short        2: header length field +8 (too long)
-//   4: write a sentence-transformers layout (modules.json, 1_Pooling, Normalize)
-//   8: tokenizer_config.json + sentence_bert_config.json with limits
+//   4: write a sentence-transformers layout (modules.json, 1_Pooling,
+//   Normalize) 8: tokenizer_config.json + sentence_bert_config.json with limits
 //  16: data bytes 0xFF (NaN floats) instead of zeros
-// Whatever the bytes, LoadCheckpoint returns an error or a checkpoint whose tensor
-// sizes match its config; it never crashes, throws or allocates without bound.
+// Whatever the bytes, LoadCheckpoint returns an error or a checkpoint whose
+// tensor sizes match its config; it never crashes, throws or allocates without
+// bound.
 #include <unistd.h>
 
 #include <cstdint>
@@ -31,7 +32,8 @@ constexpr uint64_t kMaxDataBytes = 4u << 20;
 
 const fs::path& Dir() {
   static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / ("zv_fuzz_ckpt_" + std::to_string(::getpid()));
+    auto d = fs::temp_directory_path() /
+             ("zv_fuzz_ckpt_" + std::to_string(::getpid()));
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
@@ -79,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const fs::path& dir = Dir();
   WriteFile(dir / "config.json", config);
-  WriteFile(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\n##a\nthe\n.\n");
+  WriteFile(dir / "vocab.txt",
+            "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\n##a\nthe\n.\n");
 
   uint64_t header_len = header.size() + ((flags & 2) ? 8 : 0);
   uint64_t data_bytes = DataBytesFor(header);
@@ -94,25 +97,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fs::remove_all(dir / "1_Pooling", ec);
   fs::remove(dir / "modules.json", ec);
   if (flags & 4) {
-    WriteFile(dir / "modules.json",
-              R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
-              R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
-              R"({"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])");
+    WriteFile(
+        dir / "modules.json",
+        R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+        R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
+        R"({"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])");
     fs::create_directories(dir / "1_Pooling");
-    WriteFile(dir / "1_Pooling/config.json",
-              R"({"pooling_mode_cls_token":false,"pooling_mode_mean_tokens":true})");
+    WriteFile(
+        dir / "1_Pooling/config.json",
+        R"({"pooling_mode_cls_token":false,"pooling_mode_mean_tokens":true})");
   }
   fs::remove(dir / "tokenizer_config.json", ec);
   fs::remove(dir / "sentence_bert_config.json", ec);
   if (flags & 8) {
-    WriteFile(dir / "tokenizer_config.json",
-              R"({"do_lower_case":false,"model_max_length":6,"strip_accents":null})");
+    WriteFile(
+        dir / "tokenizer_config.json",
+        R"({"do_lower_case":false,"model_max_length":6,"strip_accents":null})");
     WriteFile(dir / "sentence_bert_config.json", R"({"max_seq_length":4})");
   }
 
   auto loaded = zv::embed::LoadCheckpoint(dir);
   static const bool verbose = std::getenv("ZV_FUZZ_VERBOSE") != nullptr;
-  if (verbose) fprintf(stderr, "LoadCheckpoint: %s\n", loaded.status().ToString().c_str());
+  if (verbose)
+    fprintf(stderr, "LoadCheckpoint: %s\n", loaded.status().ToString().c_str());
   if (!loaded.ok()) {
     Check(!loaded.status().message().empty(), "error has a message");
     return 0;
@@ -120,15 +127,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const zv::embed::Checkpoint& ck = **loaded;
   const auto& c = ck.config;
   const size_t h = static_cast<size_t>(c.hidden_size);
-  Check(ck.word_embeddings.size() == static_cast<size_t>(c.vocab_size) * h, "word emb");
-  Check(ck.position_embeddings.size() == static_cast<size_t>(c.max_position_embeddings) * h,
+  Check(ck.word_embeddings.size() == static_cast<size_t>(c.vocab_size) * h,
+        "word emb");
+  Check(ck.position_embeddings.size() ==
+            static_cast<size_t>(c.max_position_embeddings) * h,
         "position emb");
-  Check(ck.token_type0.size() == h && ck.emb_ln_g.size() == h && ck.emb_ln_b.size() == h,
+  Check(ck.token_type0.size() == h && ck.emb_ln_g.size() == h &&
+            ck.emb_ln_b.size() == h,
         "emb ln");
   Check(ck.layers.size() == static_cast<size_t>(c.num_layers), "layers");
   for (const auto& l : ck.layers) {
     Check(l.qkv_w.size() == 3 * h * h && l.qkv_b.size() == 3 * h, "qkv");
-    Check(l.ffn_in_w.size() == static_cast<size_t>(c.intermediate_size) * h, "ffn in");
+    Check(l.ffn_in_w.size() == static_cast<size_t>(c.intermediate_size) * h,
+          "ffn in");
   }
   Check(ck.tokenizer_options.max_length >= 1, "max_length");
   Check(ck.Info().dim == c.hidden_size, "info dim");

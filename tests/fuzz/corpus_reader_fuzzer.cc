@@ -1,9 +1,8 @@
 // libFuzzer target: the JSONL / plain-text corpus reader of `zerovec build`.
-// The bytes are parsed as one JSONL line (ParseJsonlLine) and, written to a file,
-// read through CorpusReader in both formats. Beyond "no crash": every record it
-// returns has a usable id (non-empty, bounded) and, for JSONL, non-blank text
-// or a finite vector;
-// errors name their line.
+// The bytes are parsed as one JSONL line (ParseJsonlLine) and, written to a
+// file, read through CorpusReader in both formats. Beyond "no crash": every
+// record it returns has a usable id (non-empty, bounded) and, for JSONL,
+// non-blank text or a finite vector; errors name their line.
 #include <unistd.h>
 
 #include <cmath>
@@ -53,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   static const fs::path path =
-      fs::temp_directory_path() / ("zv_fuzz_corpus_" + std::to_string(::getpid()) + ".jsonl");
+      fs::temp_directory_path() /
+      ("zv_fuzz_corpus_" + std::to_string(::getpid()) + ".jsonl");
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -64,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int n = 0; n < 10000; ++n) {
       auto next = (*reader)->Next(&record);
       if (!next.ok()) {
-        Check(next.status().message().rfind(path.filename().string() + ":", 0) == 0,
+        Check(next.status().message().rfind(path.filename().string() + ":",
+                                            0) == 0,
               "error names file and line");
         break;
       }

@@ -1,7 +1,7 @@
 // libFuzzer target: arbitrary bytes parsed as every zerovec.v1 request message
 // and, where they parse, checked by service/validation.h under default and tiny
-// limits. Beyond "no crash": an accepted request really is within the limits the
-// handlers rely on (ids non-empty, unique and short; finite vectors of the
+// limits. Beyond "no crash": an accepted request really is within the limits
+// the handlers rely on (ids non-empty, unique and short; finite vectors of the
 // checked dimension; k in range; collection names free of '/', '.' and NUL).
 #include <cmath>
 #include <cstdint>
@@ -44,7 +44,8 @@ void CheckVector(const float* v, int n) {
 
 void CheckQuery(const pb::Query& q, const Limits& limits) {
   if (q.has_text()) {
-    Check(!q.text().empty() && q.text().size() <= limits.max_text_bytes, "query text");
+    Check(!q.text().empty() && q.text().size() <= limits.max_text_bytes,
+          "query text");
   } else {
     Check(q.has_vector() && q.vector().values_size() > 0, "query vector set");
     CheckVector(q.vector().values().data(), q.vector().values_size());
@@ -60,14 +61,16 @@ bool Parse(M* m, const uint8_t* data, size_t size) {
   return m->ParseFromArray(data, static_cast<int>(size));
 }
 
-void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) {
+void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
+          uint32_t dim) {
   using namespace zv::service;
   if (pb::CreateCollectionRequest r; Parse(&r, data, size)) {
     for (uint32_t model_dim : {0u, dim}) {
       if (ValidateCreateCollection(r, model_dim).ok()) {
         CheckName(r.name());
         Check(r.dim() != 0 || model_dim != 0, "dim");
-        Check(r.dim() <= kMaxDim && pb::Metric_IsValid(r.metric()), "dim/metric");
+        Check(r.dim() <= kMaxDim && pb::Metric_IsValid(r.metric()),
+              "dim/metric");
         Check(r.index().size() <= kMaxIndexDescriptorBytes, "descriptor");
       }
     }
@@ -79,7 +82,8 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) 
     if (ValidateCollectionName("name", r.name()).ok()) CheckName(r.name());
   }
   if (pb::StatsRequest r; Parse(&r, data, size)) {
-    if (ValidateCollectionName("collection", r.collection()).ok()) CheckName(r.collection());
+    if (ValidateCollectionName("collection", r.collection()).ok())
+      CheckName(r.collection());
   }
   if (pb::UpsertRequest r; Parse(&r, data, size)) {
     if (ValidateUpsert(r, limits).ok()) {
@@ -92,14 +96,17 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) 
         Check(!item.text().empty() || item.vector_size() > 0, "text or vector");
         Check(item.text().size() <= limits.max_text_bytes, "text bytes");
         CheckVector(item.vector().data(), item.vector_size());
-        Check(item.metadata().size() <= static_cast<size_t>(kMaxMetadataEntries), "metadata");
+        Check(
+            item.metadata().size() <= static_cast<size_t>(kMaxMetadataEntries),
+            "metadata");
         Check(item.timestamp_ms() >= 0, "timestamp");
       }
       for (bool has_model : {false, true}) {
         if (ValidateUpsertDims(r, dim, has_model).ok()) {
           for (const auto& item : r.items()) {
-            Check(item.vector_size() == 0 ? has_model
-                                          : item.vector_size() == static_cast<int>(dim),
+            Check(item.vector_size() == 0
+                      ? has_model
+                      : item.vector_size() == static_cast<int>(dim),
                   "upsert dims");
           }
         }
@@ -112,7 +119,8 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) 
       CheckQuery(r.query(), limits);
       CheckK(r.k(), limits);
       if (ValidateQueryDim("query", r.query(), dim, false).ok()) {
-        Check(r.query().has_vector() && r.query().vector().values_size() == static_cast<int>(dim),
+        Check(r.query().has_vector() &&
+                  r.query().vector().values_size() == static_cast<int>(dim),
               "query dim");
       }
     }
@@ -121,7 +129,8 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) 
   if (pb::SearchBatchRequest r; Parse(&r, data, size)) {
     if (ValidateSearchBatch(r, limits).ok()) {
       CheckName(r.collection());
-      Check(r.queries_size() > 0 && r.queries_size() <= limits.max_batch, "batch");
+      Check(r.queries_size() > 0 && r.queries_size() <= limits.max_batch,
+            "batch");
       for (const auto& q : r.queries()) CheckQuery(q, limits);
       CheckK(r.k(), limits);
     }
@@ -143,7 +152,8 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits, uint32_t dim) 
     for (bool has_model : {false, true}) {
       if (ValidateEmbed(r, limits, has_model).ok()) {
         Check(has_model, "embed needs a model");
-        Check(r.texts_size() > 0 && r.texts_size() <= limits.max_batch, "batch");
+        Check(r.texts_size() > 0 && r.texts_size() <= limits.max_batch,
+              "batch");
         for (const auto& t : r.texts())
           Check(!t.empty() && t.size() <= limits.max_text_bytes, "text");
       }

@@ -1,7 +1,8 @@
 // libFuzzer target: attach a segment whose files hold arbitrary bytes.
-// Input layout: [u8 flags][u32 size0][bytes of vectors.00000][rest -> vectors.00001].
-// Whatever the bytes, Attach/Refresh must return an error or a view whose every
-// committed row, id and tombstone bit can be read without a crash.
+// Input layout: [u8 flags][u32 size0][bytes of vectors.00000][rest ->
+// vectors.00001]. Whatever the bytes, Attach/Refresh must return an error or a
+// view whose every committed row, id and tombstone bit can be read without a
+// crash.
 #include <unistd.h>
 
 #include <cstdint>
@@ -24,9 +25,11 @@ std::filesystem::path Dir() {
   return dir;
 }
 
-void WriteFile(const std::filesystem::path& path, const uint8_t* data, size_t n) {
+void WriteFile(const std::filesystem::path& path, const uint8_t* data,
+               size_t n) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
+  out.write(reinterpret_cast<const char*>(data),
+            static_cast<std::streamsize>(n));
 }
 
 }  // namespace
@@ -41,8 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size0 = std::min<uint32_t>(size0, static_cast<uint32_t>(size));
   const auto dir = Dir();
   std::filesystem::remove(dir / "vectors.00001");
-  // Small inputs stand for a header page: pad to the size the header claims when asked
-  // so the fuzzer can reach the mapping and refresh paths, not only size checks.
+  // Small inputs stand for a header page: pad to the size the header claims
+  // when asked so the fuzzer can reach the mapping and refresh paths, not only
+  // size checks.
   std::string file0(reinterpret_cast<const char*>(data), size0);
   if ((flags & 1) && file0.size() >= 64) {
     uint32_t dim, stride;
@@ -50,11 +54,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&dim, file0.data() + 16, 4);
     std::memcpy(&stride, file0.data() + 20, 4);
     std::memcpy(&rpe, file0.data() + 32, 8);
-    const uint64_t bytes = 4096 + rpe * (uint64_t{stride} * 4 + 8) + (rpe + 63) / 64 * 8;
-    if (stride <= 4096 && rpe <= 4096) file0.resize((bytes + 4095) / 4096 * 4096);
+    const uint64_t bytes =
+        4096 + rpe * (uint64_t{stride} * 4 + 8) + (rpe + 63) / 64 * 8;
+    if (stride <= 4096 && rpe <= 4096)
+      file0.resize((bytes + 4095) / 4096 * 4096);
   }
-  WriteFile(dir / "vectors.00000", reinterpret_cast<const uint8_t*>(file0.data()),
-            file0.size());
+  WriteFile(dir / "vectors.00000",
+            reinterpret_cast<const uint8_t*>(file0.data()), file0.size());
   if (flags & 2) WriteFile(dir / "vectors.00001", data + size0, size - size0);
 
   auto reader = zv::shm::Reader::Attach(dir);
@@ -62,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto& view = **reader;
   volatile float sink = 0;
   for (uint64_t row = 0; row < view.committed(); ++row) {
-    sink = sink + view.Row(row)[view.info().dim - 1] + static_cast<float>(view.Id(row)) +
+    sink = sink + view.Row(row)[view.info().dim - 1] +
+           static_cast<float>(view.Id(row)) +
            static_cast<float>(view.IsTombstoned(row));
   }
   (void)view.Blocks();

@@ -1,14 +1,15 @@
-// libFuzzer target: the WordPiece tokenizer over arbitrary bytes (invalid UTF-8,
-// control and combining characters, CJK, special-token look-alikes).
-// Input layout: [u8 flags][u8 max_length code][bytes...]. flags bit 3 makes the text
-// up to the first '\0' a vocabulary (one token a line) for Tokenizer::Create.
-// Checks beyond "no crash": ids in range, [CLS] first and [SEP] last, the
-// max_length bound, and that lossy UTF-8 decoding is idempotent after a round trip.
+// libFuzzer target: the WordPiece tokenizer over arbitrary bytes (invalid
+// UTF-8, control and combining characters, CJK, special-token look-alikes).
+// Input layout: [u8 flags][u8 max_length code][bytes...]. flags bit 3 makes the
+// text up to the first '\0' a vocabulary (one token a line) for
+// Tokenizer::Create. Checks beyond "no crash": ids in range, [CLS] first and
+// [SEP] last, the max_length bound, and that lossy UTF-8 decoding is idempotent
+// after a round trip.
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,7 +39,7 @@ const std::vector<std::string>& BundledVocab() {
       v.push_back(line);
     }
     if (v.empty()) {
-      v = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a",  "b",
+      v = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b",
            "##a",   "##b",   "the",   "##s",   ",",      "."};
     }
     return v;
@@ -54,12 +55,14 @@ TokenizerOptions OptionsFrom(uint8_t flags, uint8_t length_code) {
   if (flags & 2) o.strip_accents = (flags & 4) != 0;
   o.tokenize_chinese_chars = (flags & 16) == 0;
   o.max_input_chars_per_word = (flags & 32) ? 3 : 100;
-  o.max_length = kMaxLengths[length_code & 7];  // < 2 is an error Create must report
+  o.max_length =
+      kMaxLengths[length_code & 7];  // < 2 is an error Create must report
   return o;
 }
 
 // Tokenizers over the bundled vocabulary, one per option set (built once each).
-const zv::StatusOr<Tokenizer>& BundledTokenizer(uint8_t flags, uint8_t length_code) {
+const zv::StatusOr<Tokenizer>& BundledTokenizer(uint8_t flags,
+                                                uint8_t length_code) {
   static std::map<int, std::unique_ptr<zv::StatusOr<Tokenizer>>> cache;
   const int key = (flags & 0x37) << 3 | (length_code & 7);
   auto& slot = cache[key];
@@ -89,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (flags & 8) {
     const size_t nul = text.find('\0');
     std::string_view v = text.substr(0, nul);
-    text = nul == std::string_view::npos ? std::string_view() : text.substr(nul + 1);
+    text = nul == std::string_view::npos ? std::string_view()
+                                         : text.substr(nul + 1);
     size_t start = 0;
     while (start <= v.size()) {
       size_t end = v.find('\n', start);
@@ -109,14 +113,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::optional<zv::StatusOr<Tokenizer>> own;
   if (flags & 8) own.emplace(Tokenizer::Create(std::move(own_vocab), options));
-  const zv::StatusOr<Tokenizer>& tokenizer = own ? *own : BundledTokenizer(flags, data[1]);
+  const zv::StatusOr<Tokenizer>& tokenizer =
+      own ? *own : BundledTokenizer(flags, data[1]);
   if (!tokenizer.ok()) {
-    Check(options.max_length < 2 || (flags & 8), "Create fails only on bad input");
+    Check(options.max_length < 2 || (flags & 8),
+          "Create fails only on bad input");
     return 0;
   }
   const std::vector<int32_t> ids = tokenizer->Encode(text);
   Check(ids.size() >= 2, "at least [CLS] [SEP]");
-  Check(ids.size() <= static_cast<size_t>(options.max_length), "max_length bound");
+  Check(ids.size() <= static_cast<size_t>(options.max_length),
+        "max_length bound");
   Check(ids.front() == *tokenizer->TokenId("[CLS]"), "[CLS] first");
   Check(ids.back() == *tokenizer->TokenId("[SEP]"), "[SEP] last");
   for (int32_t id : ids) Check(id >= 0 && id < vocab_size, "id in range");
@@ -126,10 +133,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // Bucketing the lengths of a few encodings covers every index exactly once.
   std::vector<int> lengths;
-  for (size_t cut = 0; cut < text.size() && lengths.size() < 8; cut += 1 + text.size() / 8) {
-    lengths.push_back(static_cast<int>(tokenizer->Encode(text.substr(cut)).size()));
+  for (size_t cut = 0; cut < text.size() && lengths.size() < 8;
+       cut += 1 + text.size() / 8) {
+    lengths.push_back(
+        static_cast<int>(tokenizer->Encode(text.substr(cut)).size()));
   }
-  const auto batches = zv::embed::BucketByLength(lengths, 1 + (flags >> 6) * 64);
+  const auto batches =
+      zv::embed::BucketByLength(lengths, 1 + (flags >> 6) * 64);
   std::vector<int> seen(lengths.size());
   for (const auto& b : batches) {
     Check(!b.empty(), "no empty batch");

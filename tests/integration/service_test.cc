@@ -560,7 +560,8 @@ class ModelServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::filesystem::path model = BundledModelDir();
-    ASSERT_FALSE(model.empty()) << "models/zerovec-mini is missing from the runfiles";
+    ASSERT_FALSE(model.empty())
+        << "models/zerovec-mini is missing from the runfiles";
     service::ServerOptions options;
     options.data_dir = MakeTempDir("model_test");
     options.model_dir = model;

@@ -1,9 +1,11 @@
-// The bundled default model's quality bar (issue 3), measured by the same C++ embedder
-// that serves queries:
-//  - recall@10 of gloss -> lemma retrieval over all held-out WordNet synsets, against a
-//    lexical BM25 baseline on the same data (both printed; the model must be clearly
-//    better);
-//  - nearest neighbours of everyday queries over the demo corpus (printed; the answer a
+// The bundled default model's quality bar (issue 3), measured by the same C++
+// embedder that serves queries:
+//  - recall@10 of gloss -> lemma retrieval over all held-out WordNet synsets,
+//  against a
+//    lexical BM25 baseline on the same data (both printed; the model must be
+//    clearly better);
+//  - nearest neighbours of everyday queries over the demo corpus (printed; the
+//  answer a
 //    person would pick must be near the top).
 #include <cblas.h>
 
@@ -49,7 +51,8 @@ std::unique_ptr<embed::Embedder> CpuEmbedder() {
 }
 
 // Row-major texts.size() x dim, L2-normalised by the model's Normalize module.
-std::vector<float> Embed(embed::Embedder& embedder, const std::vector<std::string>& texts) {
+std::vector<float> Embed(embed::Embedder& embedder,
+                         const std::vector<std::string>& texts) {
   const int dim = embedder.info().dim;
   std::vector<float> out(texts.size() * dim);
   std::vector<std::string_view> views(texts.begin(), texts.end());
@@ -76,7 +79,8 @@ std::vector<std::string> Words(const std::string& text) {
   std::string word;
   for (char c : text + " ") {
     if (std::isalnum(static_cast<unsigned char>(c))) {
-      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+      word.push_back(
+          static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
     } else if (!word.empty()) {
       words.push_back(std::move(word));
       word.clear();
@@ -110,12 +114,14 @@ class Bm25 {
     for (const auto& w : Words(query)) {
       auto it = df_.find(w);
       if (it == df_.end()) continue;
-      const double idf = std::log(1 + (n - it->second + 0.5) / (it->second + 0.5));
+      const double idf =
+          std::log(1 + (n - it->second + 0.5) / (it->second + 0.5));
       for (size_t d = 0; d < tfs_.size(); ++d) {
         auto t = tfs_[d].find(w);
         if (t == tfs_[d].end()) continue;
         const double f = t->second;
-        scores[d] += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * lengths_[d] / avg_len_));
+        scores[d] +=
+            idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * lengths_[d] / avg_len_));
       }
     }
     return scores;
@@ -155,21 +161,25 @@ TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
   const Bm25 bm25(docs);
   for (size_t first = 0; first < queries.size(); first += kChunk) {
     const size_t n = std::min(kChunk, queries.size() - first);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, docs.size(), dim, 1.0f,
-                q.data() + first * dim, dim, d.data(), dim, 0.0f, scores.data(), docs.size());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, docs.size(), dim,
+                1.0f, q.data() + first * dim, dim, d.data(), dim, 0.0f,
+                scores.data(), docs.size());
     for (size_t i = 0; i < n; ++i) {
       const int target = doc_index.at(pairs[first + i].doc);
       auto top = TopK(scores.data() + i * docs.size(), docs.size(), kK);
       model_hits += std::find(top.begin(), top.end(), target) != top.end();
       auto lexical = bm25.Score(queries[first + i]);
       auto top_lexical = TopK(lexical.data(), docs.size(), kK);
-      bm25_hits += std::find(top_lexical.begin(), top_lexical.end(), target) != top_lexical.end();
+      bm25_hits += std::find(top_lexical.begin(), top_lexical.end(), target) !=
+                   top_lexical.end();
     }
   }
   const double model_recall = double(model_hits) / queries.size();
   const double bm25_recall = double(bm25_hits) / queries.size();
-  std::printf("held-out synsets: %zu queries, %zu documents\n", queries.size(), docs.size());
-  std::printf("recall@10  zerovec-mini (C++ CPU encoder): %.3f\n", model_recall);
+  std::printf("held-out synsets: %zu queries, %zu documents\n", queries.size(),
+              docs.size());
+  std::printf("recall@10  zerovec-mini (C++ CPU encoder): %.3f\n",
+              model_recall);
   std::printf("recall@10  BM25 (words):                   %.3f\n", bm25_recall);
   // Training-time evaluation (PyTorch, same split): 0.588 vs 0.187.
   EXPECT_GT(model_recall, 0.5);
@@ -193,28 +203,31 @@ TEST(ModelQualityTest, EverydayQueriesFindWhatAPersonWouldPick) {
   };
   const std::vector<Case> cases = {
       {"a vehicle with two wheels that you pedal", "wn-n-02834778"},  // bicycle
-      {"feeling very happy", "wn-n-07527352"},                         // joy
-      {"a tool for cutting wood", "wn-n-02764044"},                    // axe
-      {"to run away quickly", "wn-v-02075480"},                        // flee
-      {"a musical instrument with black and white keys", "wn-n-03928116"},  // piano
-      {"the meal eaten in the evening", "wn-n-07575984"},                   // supper
+      {"feeling very happy", "wn-n-07527352"},                        // joy
+      {"a tool for cutting wood", "wn-n-02764044"},                   // axe
+      {"to run away quickly", "wn-v-02075480"},                       // flee
+      {"a musical instrument with black and white keys",
+       "wn-n-03928116"},                                   // piano
+      {"the meal eaten in the evening", "wn-n-07575984"},  // supper
   };
   std::vector<std::string> queries;
   for (auto& c : cases) queries.push_back(c.query);
   const std::vector<float> q = Embed(*embedder, queries);
   std::vector<float> scores(texts.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, texts.size(), dim, 1.0f, corpus.data(), dim,
-                q.data() + i * dim, 1, 0.0f, scores.data(), 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, texts.size(), dim, 1.0f,
+                corpus.data(), dim, q.data() + i * dim, 1, 0.0f, scores.data(),
+                1);
     auto top = TopK(scores.data(), texts.size(), 3);
     std::printf("\nquery: %s\n", cases[i].query.c_str());
     bool found = false;
     for (int r : top) {
-      std::printf("  %.3f %s %.70s\n", scores[r], ids[r].c_str(), texts[r].c_str());
+      std::printf("  %.3f %s %.70s\n", scores[r], ids[r].c_str(),
+                  texts[r].c_str());
       found |= ids[r] == cases[i].expected_id;
     }
-    EXPECT_TRUE(found) << cases[i].query << ": expected " << cases[i].expected_id
-                       << " in the top 3";
+    EXPECT_TRUE(found) << cases[i].query << ": expected "
+                       << cases[i].expected_id << " in the top 3";
   }
 }
 
