@@ -132,9 +132,12 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
     SearchOptions o;
     std::string message;
   };
-  SearchOptions k0, kbig, time, key;
+  SearchOptions k0, kbig, time, key, ef_neg, ef_small, ef_big;
   k0.k = 0;
   kbig.k = kMaxK + 1;
+  ef_neg.ef_search = -1;
+  ef_small.ef_search = ef_small.k - 1;
+  ef_big.ef_search = kMaxEfSearch + 1;
   time.filter.min_timestamp_ms = 10;
   time.filter.max_timestamp_ms = 5;
   key.filter.metadata_equals[""] = "x";
@@ -146,6 +149,9 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
       {"query NaN", nan, SearchOptions(), "queries[0][3] is not finite"},
       {"min > max", one, time, "filter.min_timestamp_ms (10) is greater"},
       {"empty key", one, key, "filter.metadata_equals: empty key"},
+      {"ef_search < 0", one, ef_neg, "ef_search must be 0 (index default)"},
+      {"ef_search < k", one, ef_small, "got 9 with k 10"},
+      {"ef_search too big", one, ef_big, "in [k, 4096], got 4097"},
   };
   for (const SearchCase& t : searches) {
     auto r = c->Search(t.q, t.o);

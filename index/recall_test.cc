@@ -107,19 +107,6 @@ TEST_F(RecallTest, HnswAtLeast95PercentAndEfSearchTradesRecall) {
   EXPECT_GE(wide, 0.98);
 }
 
-TEST_F(RecallTest, EfSearchOutOfRangeIsInvalid) {
-  const auto c = Build("Flat");
-  SearchOptions so;
-  so.k = kK;
-  for (int ef : {-1, kK - 1, kMaxEfSearch + 1}) {
-    so.ef_search = ef;
-    auto r = c->Search(std::span(Queries(), kDim), so);
-    ASSERT_FALSE(r.ok()) << ef;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << ef;
-    EXPECT_NE(r.status().message().find("ef_search"), std::string::npos);
-  }
-}
-
 TEST_F(RecallTest, IvfPqAtLeast80Percent) {
   const auto c = Build("IVF1024,PQ48");
   EXPECT_GE(Recall(*c), 0.80);

@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "index/collection.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "zerovec/v1/zerovec.grpc.pb.h"
@@ -17,7 +18,7 @@ Status Query(const Flags& flags) {
   ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, 1000));
   // 0 = the index default; the server checks it against k.
   ZV_ASSIGN_OR_RETURN(const int64_t ef_search,
-                      flags.GetInt("ef-search", 0, 0, 4096));
+                      flags.GetInt("ef-search", 0, 0, index::kMaxEfSearch));
   ZV_ASSIGN_OR_RETURN(const int64_t timeout_s,
                       flags.GetInt("timeout-s", 30, 1, 3600));
   if (flags.Has("text") == flags.Has("vector-file")) {
