@@ -133,6 +133,8 @@ struct CudaModel::Impl {
   // Tensor-core kernel unless ZV_CUDA_ATTENTION=simt (read at Create).
   AttentionImpl attention = AttentionImpl::kMma;
   std::string device_name;
+  int ordinal = 0;  // cudaSetDevice before any call: the current device is
+                    // per host thread
   DeviceBuffer<float> word, position, type0, emb_g, emb_b;
   std::vector<DeviceLayer> layers;
 
@@ -180,6 +182,7 @@ class CudaLaneEncoder : public Encoder {
   Status Init() {
     const BertConfig& c = m_.config;
     const size_t t = m_.max_tokens, h = c.hidden_size;
+    ZV_CUDA_CHECK(cudaSetDevice(m_.ordinal));
     ZV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ZV_CUBLAS_CHECK(cublasCreate(&blas_));
     ZV_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -211,6 +214,7 @@ class CudaLaneEncoder : public Encoder {
       return InvalidArgumentError("cuda encoder: rows and batch sizes differ");
     }
     if (b == 0) return OkStatus();
+    ZV_CUDA_CHECK(cudaSetDevice(m_.ordinal));
     if (t > m_.max_tokens) {
       return InvalidArgumentError("cuda encoder: batch of " +
                                   std::to_string(t) +
@@ -351,18 +355,22 @@ CudaModel::~CudaModel() {
   }
 }
 
-bool CudaModel::DeviceAvailable() {
+int CudaModel::DeviceCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls start
                          // clean
-    return false;
+    return 0;
   }
-  return n > 0;
+  return n;
+}
+
+bool CudaModel::DeviceAvailable(int ordinal) {
+  return ordinal >= 0 && ordinal < DeviceCount();
 }
 
 StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
-    std::shared_ptr<const Checkpoint> ck, int max_batch_tokens) {
+    std::shared_ptr<const Checkpoint> ck, int max_batch_tokens, int ordinal) {
   const BertConfig& c = ck->config;
   if (c.hidden_size > kMaxHidden || c.hidden_size % 32 != 0 ||
       c.intermediate_size % 2 != 0) {
@@ -381,8 +389,10 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.normalize = ck->normalize;
   m.max_tokens = std::max(max_batch_tokens, c.max_position_embeddings);
   m.attention = kernels::AttentionImplFromEnv();
+  m.ordinal = ordinal;
+  ZV_CUDA_CHECK(cudaSetDevice(ordinal));
   cudaDeviceProp prop;
-  ZV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  ZV_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
   m.device_name = prop.name;
   ZV_RETURN_IF_ERROR(Upload(ck->word_embeddings, m.word));
   ZV_RETURN_IF_ERROR(Upload(ck->position_embeddings, m.position));
@@ -422,6 +432,7 @@ Status CudaModel::RegisterOutputMemory(void* data, size_t bytes) {
     if (r.host == host) return OkStatus();
   }
   HostRange range{host, bytes, nullptr};
+  ZV_CUDA_CHECK(cudaSetDevice(impl_->ordinal));
   const cudaError_t err = cudaHostRegister(
       data, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
   if (err == cudaSuccess) {
@@ -464,7 +475,7 @@ std::string CudaModel::SinkMode() const {
 }
 
 std::string CudaModel::description() const {
-  return "cuda:0 " + impl_->device_name + " fp16 cuBLAS, attention=" +
+  return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name + " fp16 cuBLAS, attention=" +
          kernels::AttentionImplName(impl_->attention) + ", sink=" + SinkMode();
 }
 

@@ -20,11 +20,15 @@ namespace zv::embed {
 // scratch memory).
 class CudaModel : public std::enable_shared_from_this<CudaModel> {
  public:
-  // True when a CUDA device is usable (driver present, at least one device).
-  static bool DeviceAvailable();
-  // Uploads the weights as fp16. Batches are at most max_batch_tokens tokens.
+  // True when CUDA device `ordinal` is usable (driver present, device exists).
+  static bool DeviceAvailable(int ordinal = 0);
+  // Number of CUDA devices (0 without a driver).
+  static int DeviceCount();
+  // Uploads the weights as fp16 to device `ordinal`. Batches are at most
+  // max_batch_tokens tokens.
   static StatusOr<std::shared_ptr<CudaModel>> Create(
-      std::shared_ptr<const Checkpoint> checkpoint, int max_batch_tokens);
+      std::shared_ptr<const Checkpoint> checkpoint, int max_batch_tokens,
+      int ordinal = 0);
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;

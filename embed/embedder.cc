@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kInteractiveMaxTexts = 64;
 // Jobs with at least this many texts are tokenized on several threads.
 constexpr size_t kParallelTokenizeMin = 256;
+constexpr int kCudaBatchTokens = 65536;
+constexpr int kCpuBatchTokens = 16384;
+constexpr int kCudaBulkLanes = 2;
 
 struct Job {
   std::vector<std::string> owned;  // Submit's texts (EmbedInto borrows instead)
@@ -54,6 +57,7 @@ class Lane {
     std::future<Status> f = job->done.get_future();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      pending_ += job->texts.size();
       queue_.push_back(std::move(job));
     }
     cv_.notify_one();
@@ -71,7 +75,12 @@ class Lane {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      job->done.set_value(Process(*job));
+      Status status = Process(*job);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_ -= job->texts.size();
+      }
+      job->done.set_value(std::move(status));
     }
   }
 
@@ -113,12 +122,21 @@ class Lane {
     return OkStatus();
   }
 
+ public:
+  // Texts queued or in progress (for picking the least busy lane).
+  size_t pending() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_;
+  }
+
+ private:
   std::unique_ptr<Encoder> encoder_;
   const Tokenizer* tokenizer_;
   const int max_batch_tokens_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
+  size_t pending_ = 0;
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it reads
 };
@@ -132,43 +150,59 @@ class EmbedderImpl : public Embedder {
 
   ~EmbedderImpl() override {
     interactive_.reset();  // joins workers before the model goes
-    bulk_.reset();
+    bulk_.clear();
   }
 
   Status Init(const EmbedderOptions& options) {
-    const int max_tokens = std::max(options.max_batch_tokens, info_.max_length);
-    std::unique_ptr<Encoder> lanes[2];
+    int max_tokens = options.max_batch_tokens;
 #ifdef ZEROVEC_WITH_CUDA
     if (options.device != DevicePreference::kCpu &&
-        CudaModel::DeviceAvailable()) {
-      auto model = CudaModel::Create(ck_, max_tokens);
+        CudaModel::DeviceAvailable(options.cuda_device)) {
+      if (max_tokens <= 0) max_tokens = kCudaBatchTokens;
+      max_tokens = std::max(max_tokens, info_.max_length);
+      auto model = CudaModel::Create(ck_, max_tokens, options.cuda_device);
       if (model.ok()) {
         cuda_ = *std::move(model);
-        for (auto& lane : lanes) {
-          ZV_ASSIGN_OR_RETURN(lane, cuda_->NewEncoder());
+        ZV_ASSIGN_OR_RETURN(auto encoder, cuda_->NewEncoder());
+        interactive_ = std::make_unique<Lane>(std::move(encoder), &tokenizer_,
+                                              max_tokens);
+        // Two bulk lanes, each on its own stream: one tokenizes and stages
+        // its next job while the other's batch runs on the GPU.
+        for (int i = 0; i < kCudaBulkLanes; ++i) {
+          ZV_ASSIGN_OR_RETURN(encoder, cuda_->NewEncoder());
+          bulk_.push_back(std::make_unique<Lane>(std::move(encoder),
+                                                 &tokenizer_, max_tokens));
         }
-      } else if (options.device == DevicePreference::kCuda ||
-                 model.status().code() != StatusCode::kUnimplemented) {
-        return model.status();
-      } else {  // kAuto and a shape the CUDA kernels do not cover: run on the
-                // CPU
-        cpu_note_ = "; " + model.status().message();
+        return OkStatus();
       }
+      if (options.device == DevicePreference::kCuda ||
+          model.status().code() != StatusCode::kUnimplemented) {
+        return model.status();
+      }
+      // kAuto and a shape the CUDA kernels do not cover: run on the CPU.
+      cpu_note_ = "; " + model.status().message();
     }
 #endif
-    if (!lanes[0]) {
-      if (options.device == DevicePreference::kCuda) {
-        return FailedPreconditionError(
-            "embedder: CUDA requested but this build has no CUDA support or no "
-            "device is present");
-      }
-      for (auto& lane : lanes) lane = std::make_unique<CpuEncoder>(ck_);
-      cpu_note_ = lanes[0]->description() + cpu_note_;
+    if (options.device == DevicePreference::kCuda) {
+#ifdef ZEROVEC_WITH_CUDA
+      return FailedPreconditionError(
+          "embedder: --device cuda:" + std::to_string(options.cuda_device) +
+          " requested but no such CUDA device is present (" +
+          std::to_string(CudaModel::DeviceCount()) + " found)");
+#else
+      return FailedPreconditionError(
+          "embedder: --device cuda requested but this zerovec was built "
+          "without CUDA (build with --config=cuda)");
+#endif
     }
+    if (max_tokens <= 0) max_tokens = kCpuBatchTokens;
+    max_tokens = std::max(max_tokens, info_.max_length);
+    auto cpu = std::make_unique<CpuEncoder>(ck_);
+    cpu_note_ = cpu->description() + cpu_note_;
     interactive_ =
-        std::make_unique<Lane>(std::move(lanes[0]), &tokenizer_, max_tokens);
-    bulk_ =
-        std::make_unique<Lane>(std::move(lanes[1]), &tokenizer_, max_tokens);
+        std::make_unique<Lane>(std::move(cpu), &tokenizer_, max_tokens);
+    bulk_.push_back(std::make_unique<Lane>(std::make_unique<CpuEncoder>(ck_),
+                                           &tokenizer_, max_tokens));
     return OkStatus();
   }
 
@@ -179,6 +213,14 @@ class EmbedderImpl : public Embedder {
     if (cuda_) return cuda_->description();
 #endif
     return cpu_note_;
+  }
+
+  bool on_cuda() const override {
+#ifdef ZEROVEC_WITH_CUDA
+    return cuda_ != nullptr;
+#else
+    return false;
+#endif
   }
 
   Status EmbedInto(std::span<const std::string_view> texts,
@@ -195,6 +237,14 @@ class EmbedderImpl : public Embedder {
     job->owned = std::move(texts);
     job->texts.assign(job->owned.begin(), job->owned.end());
     job->rows = std::move(out_rows);
+    return Dispatch(std::move(job));
+  }
+
+  std::future<Status> Submit(std::span<const std::string_view> texts,
+                             std::span<float* const> out_rows) override {
+    auto job = std::make_unique<Job>();
+    job->texts.assign(texts.begin(), texts.end());
+    job->rows.assign(out_rows.begin(), out_rows.end());
     return Dispatch(std::move(job));
   }
 
@@ -227,9 +277,15 @@ class EmbedderImpl : public Embedder {
         return p.get_future();
       }
     }
-    Lane& lane =
-        job->texts.size() <= kInteractiveMaxTexts ? *interactive_ : *bulk_;
-    return lane.Enqueue(std::move(job));
+    if (job->texts.size() <= kInteractiveMaxTexts) {
+      return interactive_->Enqueue(std::move(job));
+    }
+    // The bulk lane with the least queued work takes the job.
+    Lane* lane = bulk_.front().get();
+    for (const auto& l : bulk_) {
+      if (l->pending() < lane->pending()) lane = l.get();
+    }
+    return lane->Enqueue(std::move(job));
   }
 
   std::shared_ptr<const Checkpoint> ck_;
@@ -240,10 +296,41 @@ class EmbedderImpl : public Embedder {
 #ifdef ZEROVEC_WITH_CUDA
   std::shared_ptr<CudaModel> cuda_;
 #endif
-  std::unique_ptr<Lane> interactive_, bulk_;
+  std::unique_ptr<Lane> interactive_;
+  std::vector<std::unique_ptr<Lane>> bulk_;
 };
 
 }  // namespace
+
+StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
+                                      EmbedderOptions options) {
+  options.cuda_device = 0;
+  if (flag == "auto") {
+    options.device = DevicePreference::kAuto;
+  } else if (flag == "cpu") {
+    options.device = DevicePreference::kCpu;
+  } else if (flag == "cuda") {
+    options.device = DevicePreference::kCuda;
+  } else if (flag.rfind("cuda:", 0) == 0 && flag.size() > 5 &&
+             flag.size() <= 8 &&
+             std::all_of(flag.begin() + 5, flag.end(),
+                         [](char c) { return c >= '0' && c <= '9'; })) {
+    options.device = DevicePreference::kCuda;
+    options.cuda_device = std::stoi(flag.substr(5));
+  } else {
+    return InvalidArgumentError(
+        "--device: expected auto, cpu, cuda or cuda:N, got \"" + flag + "\"");
+  }
+  return options;
+}
+
+bool CudaAvailable() {
+#ifdef ZEROVEC_WITH_CUDA
+  return CudaModel::DeviceAvailable(0);
+#else
+  return false;
+#endif
+}
 
 StatusOr<std::unique_ptr<Embedder>> Embedder::Create(
     const EmbedderOptions& options) {

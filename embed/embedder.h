@@ -28,10 +28,20 @@ enum class Pooling { kMean, kCls };
 struct EmbedderOptions {
   std::filesystem::path model_dir;
   DevicePreference device = DevicePreference::kAuto;
+  // Which CUDA device (cudaSetDevice ordinal) when running on CUDA.
+  int cuda_device = 0;
   // Upper bound on tokens in one length-bucketed batch (bounds activation
-  // memory).
-  int max_batch_tokens = 16384;
+  // memory); 0 picks by device: 65536 on CUDA (large GEMMs keep the GPU busy),
+  // 16384 on the CPU.
+  int max_batch_tokens = 0;
 };
+
+// Parses a --device value: "auto", "cpu", "cuda" or "cuda:N".
+StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
+                                      EmbedderOptions options = {});
+
+// True when this build has the CUDA encoder and a CUDA device is present.
+bool CudaAvailable();
 
 struct ModelInfo {
   std::string name;    // folder name
@@ -53,6 +63,8 @@ class Embedder {
   virtual const ModelInfo& info() const = 0;
   // "cpu (openblas)" or "cuda:0 NVIDIA H200, sink=host-registered" etc.
   virtual std::string device_description() const = 0;
+  // True when the encoder runs on a CUDA device.
+  virtual bool on_cuda() const = 0;
 
   // Embeds texts[i] into out_rows[i] (each >= info().dim floats). Blocks until
   // done.
@@ -65,6 +77,9 @@ class Embedder {
   // streams/workers).
   virtual std::future<Status> Submit(std::vector<std::string> texts,
                                      std::vector<float*> out_rows) = 0;
+  // Borrowing form: the texts' characters are not copied.
+  virtual std::future<Status> Submit(std::span<const std::string_view> texts,
+                                     std::span<float* const> out_rows) = 0;
 
   // Declares host memory that output rows will point into (e.g. a segment's
   // extent mappings) so a GPU encoder can store rows there directly instead of

@@ -102,6 +102,30 @@ struct CollectionInfo {
 // place. Used by the embedder to write vectors straight into the segment.
 using RowFiller = std::function<Status(std::span<float* const> rows)>;
 
+// Rows reserved by BulkAppender::Reserve: rows[i] is row first + i, dim
+// floats to fill in place.
+struct ReservedRows {
+  uint64_t first = 0;
+  std::vector<float*> rows;
+};
+
+// Bulk loading with the stages overlapped: Reserve hands out rows past every
+// earlier reservation, to be filled in place from any thread (e.g. by a GPU
+// encoder) while earlier batches are still being committed; Commit validates
+// and publishes the oldest reservation with its records, exactly as Upsert
+// would (existing ids replaced; on error nothing of that batch is visible and
+// the appender refuses further calls). Reserve and Commit may run on different
+// threads. The appender holds the collection's writer lock while it lives:
+// other writers wait, searches do not. Destroy it on the thread that created
+// it, before the collection.
+class BulkAppender {
+ public:
+  virtual ~BulkAppender() = default;
+  virtual StatusOr<ReservedRows> Reserve(size_t n) = 0;
+  virtual Status Commit(const ReservedRows& rows,
+                        std::span<const Record> records) = 0;
+};
+
 class Collection {
  public:
   virtual ~Collection() = default;
@@ -133,6 +157,8 @@ class Collection {
   virtual Status Compact() = 0;
   // True if `id` is stored (for resumable bulk builds).
   virtual StatusOr<bool> Contains(const std::string& id) const = 0;
+  // Starts a bulk load (see BulkAppender).
+  virtual StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() = 0;
 };
 
 // All collections of one data directory, sharing one RocksDB meta store.

@@ -233,7 +233,6 @@ Status CollectionImpl::UpsertImpl(
   ZV_RETURN_IF_ERROR(CheckAlive());
   Generation& g = *g_;
   shm::Writer& w = *g.writer;
-  const std::string& name = meta_.name;
   const uint32_t dim = meta_.options.dim, stride = w.info().row_stride;
   const uint64_t first = w.committed(), n = records.size();
   {
@@ -253,15 +252,27 @@ Status CollectionImpl::UpsertImpl(
     std::fill(rows[i] + dim, rows[i] + stride, 0.0f);
     w.SetId(first + i, HashId(records[i].id));
   }
+  return PublishRows(first, records, nullptr);
+}
+
+Status CollectionImpl::PublishRows(
+    uint64_t first, std::span<const Record> records,
+    const std::function<bool(size_t)>& known_new) {
+  Generation& g = *g_;
+  shm::Writer& w = *g.writer;
+  const std::string& name = meta_.name;
+  const uint64_t n = records.size();
   // 2. Metadata, durable before the rows become visible.
   auto batch = store_->NewBatch();
   std::vector<uint64_t> replaced;
   for (uint64_t i = 0; i < n; ++i) {
-    ZV_ASSIGN_OR_RETURN(auto old, store_->GetId(name, records[i].id));
     IdEntry e{g.number, first + i, std::nullopt};
-    if (old && old->generation == g.number && old->row < first) {
-      e.prev_row = old->row;
-      replaced.push_back(old->row);
+    if (!known_new || !known_new(i)) {
+      ZV_ASSIGN_OR_RETURN(auto old, store_->GetId(name, records[i].id));
+      if (old && old->generation == g.number && old->row < first) {
+        e.prev_row = old->row;
+        replaced.push_back(old->row);
+      }
     }
     batch.PutRow(name, g.number, first + i, records[i]);
     batch.PutId(name, records[i].id, e);
@@ -302,6 +313,111 @@ Status CollectionImpl::UpsertImpl(
     (void)store_->Write(cleanup, /*sync=*/false);
   }
   return OkStatus();
+}
+
+class BulkAppenderImpl : public BulkAppender {
+ public:
+  BulkAppenderImpl(CollectionImpl& c, std::unique_lock<std::mutex> writer_lock)
+      : c_(c), writer_lock_(std::move(writer_lock)) {
+    next_row_ = c_.g_->writer->committed();
+    // Into a collection that starts empty, an id not seen earlier in this
+    // load cannot be stored yet: its id entry needs no lookup.
+    fresh_ = next_row_ == 0;
+  }
+
+  StatusOr<ReservedRows> Reserve(size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ZV_RETURN_IF_ERROR(failed_);
+    ZV_RETURN_IF_ERROR(c_.CheckAlive());
+    shm::Writer& w = *c_.g_->writer;
+    ReservedRows out;
+    out.first = next_row_;
+    out.rows.resize(n);
+    {
+      // The collection's lock orders this against Commit's publication: both
+      // change the writer, and a new extent changes its extent table.
+      std::unique_lock<RwLock> l(c_.mu_);
+      ZV_RETURN_IF_ERROR(w.Reserve(next_row_ + n - w.committed()));
+      for (size_t i = 0; i < n; ++i) out.rows[i] = w.MutableRow(next_row_ + i);
+    }
+    next_row_ += n;
+    return out;
+  }
+
+  Status Commit(const ReservedRows& reserved,
+                std::span<const Record> records) override {
+    {
+      // A caller's ordering mistake changes nothing: no need to give up.
+      std::shared_lock<RwLock> l(c_.mu_);
+      if (reserved.first != c_.g_->writer->committed()) {
+        return FailedPreconditionError(
+            "bulk commit: rows from " + std::to_string(reserved.first) +
+            " committed out of order (next is " +
+            std::to_string(c_.g_->writer->committed()) + ")");
+      }
+    }
+    Status s = CommitImpl(reserved, records);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_.ok()) failed_ = s;
+    }
+    return s;
+  }
+
+ private:
+  Status CommitImpl(const ReservedRows& reserved,
+                    std::span<const Record> records) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ZV_RETURN_IF_ERROR(failed_);
+    }
+    ZV_RETURN_IF_ERROR(c_.CheckAlive());
+    if (records.size() != reserved.rows.size()) {
+      return InvalidArgumentError(
+          "bulk commit: " + std::to_string(records.size()) + " records for " +
+          std::to_string(reserved.rows.size()) + " reserved rows");
+    }
+    ZV_RETURN_IF_ERROR(ValidateRecords(records));
+    if (records.empty()) return OkStatus();
+    const uint32_t dim = c_.meta_.options.dim;
+    for (size_t i = 0; i < records.size(); ++i) {
+      ZV_RETURN_IF_ERROR(ValidateVectors(
+          std::span<const float>(reserved.rows[i], dim), 1, dim,
+          "rows[" + std::to_string(i) + "]"));
+    }
+    std::vector<bool> known_new(records.size(), false);
+    if (fresh_) {
+      for (size_t i = 0; i < records.size(); ++i) {
+        known_new[i] = seen_.insert(HashId(records[i].id)).second;
+      }
+    }
+    {
+      std::shared_lock<RwLock> l(c_.mu_);  // no extent added meanwhile
+      shm::Writer& w = *c_.g_->writer;
+      const uint32_t stride = w.info().row_stride;
+      for (size_t i = 0; i < records.size(); ++i) {
+        std::fill(reserved.rows[i] + dim, reserved.rows[i] + stride, 0.0f);
+        w.SetId(reserved.first + i, HashId(records[i].id));
+      }
+    }
+    return c_.PublishRows(reserved.first, records,
+                          [&](size_t i) { return bool(known_new[i]); });
+  }
+
+  CollectionImpl& c_;
+  std::unique_lock<std::mutex> writer_lock_;
+  std::mutex mu_;  // guards next_row_ and failed_
+  uint64_t next_row_ = 0;
+  bool fresh_ = false;
+  std::unordered_set<int64_t> seen_;
+  Status failed_;
+};
+
+StatusOr<std::unique_ptr<BulkAppender>> CollectionImpl::StartBulkAppend() {
+  std::unique_lock<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  return std::unique_ptr<BulkAppender>(
+      new BulkAppenderImpl(*this, std::move(writer_lock)));
 }
 
 StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(

@@ -58,6 +58,7 @@ class CollectionImpl : public Collection {
   StatusOr<uint64_t> Delete(std::span<const std::string> ids) override;
   Status Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
+  StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
 
   // After DropCollection: every call fails NOT_FOUND, nothing is saved.
   void MarkDropped();
@@ -67,6 +68,7 @@ class CollectionImpl : public Collection {
   void set_ann_params(const AnnSearchParams& p) { ann_params_ = p; }
 
  private:
+  friend class BulkAppenderImpl;
   // One segment generation and everything derived from it.
   struct Generation {
     uint64_t number = 0;
@@ -83,6 +85,12 @@ class CollectionImpl : public Collection {
   Status UpsertImpl(std::span<const Record> records,
                     const std::function<Status(std::span<float* const>)>& fill,
                     bool check_rows);
+  // Steps 2-4 of the write protocol for rows [first, first + n) that are
+  // filled and carry their segment ids. `known_new(i)`: record i's id is known
+  // not to be stored, so its id entry need not be looked up. Caller holds
+  // write_mu_.
+  Status PublishRows(uint64_t first, std::span<const Record> records,
+                     const std::function<bool(size_t)>& known_new);
   Status CheckAlive() const;
 
   std::shared_ptr<MetaStore> store_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -239,6 +240,65 @@ TEST_F(CollectionTest, UpsertReplacesDeleteRemovesAndReopenKeeps) {
   ASSERT_TRUE(
       (*again)->Upsert(Records(5000, 1), RandomVectors(1, kDim, 3)).ok());
   EXPECT_TRUE(*(*again)->Contains(IdOf(5000)));
+}
+
+// Reservations filled out of order on other threads, committed in order; a
+// replaced id, an out-of-order commit, a NaN row (then the appender refuses
+// more), and a reopen that keeps exactly what was committed.
+TEST_F(CollectionTest, BulkAppendOverlapsFillAndCommitsInOrder) {
+  auto c = Create("Flat", 100);
+  const std::vector<float> fresh = RandomVectors(1500, kDim, 5, true);
+  {
+    auto appender = c->StartBulkAppend();
+    ASSERT_TRUE(appender.ok()) << appender.status();
+    std::vector<ReservedRows> reserved;
+    for (size_t b = 0; b < 3; ++b) {  // 3 x 500 rows, crossing extents
+      auto r = (*appender)->Reserve(500);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->first, 100 + 500 * b);
+      reserved.push_back(std::move(r).value());
+    }
+    // Fill the last batch first, each on its own thread.
+    std::vector<std::thread> fillers;
+    for (size_t b = 3; b-- > 0;) {
+      fillers.emplace_back([&, b] {
+        for (size_t i = 0; i < 500; ++i) {
+          std::memcpy(reserved[b].rows[i], &fresh[(b * 500 + i) * kDim],
+                      kDim * sizeof(float));
+        }
+      });
+    }
+    for (auto& t : fillers) t.join();
+    // Batch 1 before batch 0: refused, nothing published.
+    EXPECT_EQ((*appender)->Commit(reserved[1], Records(1500, 500)).code(),
+              StatusCode::kFailedPrecondition);
+    EXPECT_EQ(c->Describe().rows, 100u);
+    // Batch 0 replaces doc-50..doc-99 (ids 50..549).
+    ASSERT_TRUE((*appender)->Commit(reserved[0], Records(50, 500, "b")).ok());
+    EXPECT_EQ(c->Describe().rows, 600u);
+    EXPECT_EQ(c->Describe().live_rows, 550u);
+    EXPECT_EQ(TopIds(*c, &fresh[0], 1), std::vector<std::string>{IdOf(50)});
+    reserved[1].rows[7][3] = std::nanf("");
+    EXPECT_EQ((*appender)->Commit(reserved[1], Records(550, 500)).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_FALSE((*appender)->Reserve(10).ok());  // refuses after a failure
+    EXPECT_EQ(c->Describe().rows, 600u);
+  }
+  // The writer lock is released: a plain upsert works again.
+  ASSERT_TRUE(c->Upsert(Records(9000, 1), RandomVectors(1, kDim, 9)).ok());
+  c.reset();
+  Reopen();
+  auto again = db_->GetCollection("c");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Describe().live_rows, 551u);
+  const std::vector<std::string> ids = {IdOf(49), IdOf(50), IdOf(549),
+                                        IdOf(550)};
+  auto got = (*again)->Get(ids);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[1].record.text, "text of doc-50b");
+  EXPECT_EQ((*got)[1].vector,
+            std::vector<float>(&fresh[0], &fresh[kDim]));
 }
 
 TEST_F(CollectionTest, CompactionDropsTombstonesAndAttachedReadersFollow) {

@@ -57,6 +57,10 @@ class ServerImpl final : public Server {
 
   int port() const override { return port_; }
 
+  std::string embed_device() const override {
+    return embedder_ ? embedder_->device_description() : "none (no model)";
+  }
+
   void Wait() override {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return done_; });
@@ -99,13 +103,6 @@ class ServerImpl final : public Server {
   bool done_ = false;
 };
 
-StatusOr<embed::DevicePreference> ParseDevice(const std::string& device) {
-  if (device == "auto") return embed::DevicePreference::kAuto;
-  if (device == "cpu") return embed::DevicePreference::kCpu;
-  if (device == "cuda") return embed::DevicePreference::kCuda;
-  return InvalidArgumentError("device: expected auto, cpu or cuda, got \"" +
-                              device + "\"");
-}
 
 }  // namespace
 
@@ -115,10 +112,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   std::unique_ptr<embed::Embedder> embedder;
   if (!options.model_dir.empty()) {
-    ZV_ASSIGN_OR_RETURN(auto device, ParseDevice(options.device));
-    embed::EmbedderOptions eo;
+    ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions eo,
+                        embed::ParseDevice(options.device));
     eo.model_dir = options.model_dir;
-    eo.device = device;
     auto created = embed::Embedder::Create(eo);
     if (!created.ok())
       return created.status().WithContext("model " +

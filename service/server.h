@@ -32,7 +32,8 @@ struct ServerOptions {
   // Checkpoint folder of the embedding model. Empty: no model, so only vector
   // requests are served (text requests answer FAILED_PRECONDITION).
   std::filesystem::path model_dir;
-  // "auto", "cpu" or "cuda".
+  // "auto", "cpu", "cuda" or "cuda:N" (embed::ParseDevice). auto: CUDA when
+  // this build has it and a GPU is present, else the CPU.
   std::string device = "auto";
   // When set, every RPC but health needs "authorization: Bearer <token>".
   std::optional<std::string> auth_token;
@@ -48,6 +49,9 @@ class Server {
 
   // The bound TCP port (the chosen one when listen asked for port 0).
   virtual int port() const = 0;
+  // Where text is embedded, e.g. "cuda:0 NVIDIA H200 fp16 ..., sink=..." or
+  // "cpu (openblas ...)"; Stats reports the same.
+  virtual std::string embed_device() const = 0;
   // Blocks until Shutdown() has completed.
   virtual void Wait() = 0;
   // Stops accepting calls, lets in-flight calls finish until `deadline` (then
