@@ -99,6 +99,9 @@ inline Status UnavailableError(std::string m) {
 inline Status DataLossError(std::string m) {
   return Status(StatusCode::kDataLoss, std::move(m));
 }
+inline Status CancelledError(std::string m) {
+  return Status(StatusCode::kCancelled, std::move(m));
+}
 inline Status UnauthenticatedError(std::string m) {
   return Status(StatusCode::kUnauthenticated, std::move(m));
 }

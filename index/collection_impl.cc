@@ -1,10 +1,12 @@
 #include "index/collection_impl.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
 
+#include "base/u64_set.h"
 #include "index/searcher.h"
 #include "index/validate.h"
 
@@ -381,14 +383,19 @@ class BulkAppenderImpl : public BulkAppender {
     if (records.empty()) return OkStatus();
     const uint32_t dim = c_.meta_.options.dim;
     for (size_t i = 0; i < records.size(); ++i) {
-      ZV_RETURN_IF_ERROR(ValidateVectors(
-          std::span<const float>(reserved.rows[i], dim), 1, dim,
-          "rows[" + std::to_string(i) + "]"));
+      const float* row = reserved.rows[i];
+      bool finite = true;
+      for (uint32_t d = 0; d < dim; ++d) finite &= std::isfinite(row[d]);
+      if (!finite) {  // the message names the row and the value
+        ZV_RETURN_IF_ERROR(ValidateVectors(std::span<const float>(row, dim), 1,
+                                           dim,
+                                           "rows[" + std::to_string(i) + "]"));
+      }
     }
     std::vector<bool> known_new(records.size(), false);
     if (fresh_) {
       for (size_t i = 0; i < records.size(); ++i) {
-        known_new[i] = seen_.insert(HashId(records[i].id)).second;
+        known_new[i] = seen_.Insert(static_cast<uint64_t>(HashId(records[i].id)));
       }
     }
     {
@@ -409,7 +416,7 @@ class BulkAppenderImpl : public BulkAppender {
   std::mutex mu_;  // guards next_row_ and failed_
   uint64_t next_row_ = 0;
   bool fresh_ = false;
-  std::unordered_set<int64_t> seen_;
+  U64Set seen_;  // id hashes committed by this appender
   Status failed_;
 };
 

@@ -47,22 +47,23 @@ Status ValidateCollectionOptions(const CollectionOptions& options) {
 
 Status ValidateRecords(std::span<const Record> records) {
   std::unordered_set<std::string_view> seen;
+  seen.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
-    const std::string field = "records[" + std::to_string(i) + "]";
-    if (r.id.empty()) return InvalidArgumentError(field + ".id is empty");
+    const auto field = [i] { return "records[" + std::to_string(i) + "]"; };
+    if (r.id.empty()) return InvalidArgumentError(field() + ".id is empty");
     if (r.id.size() > kMaxIdBytes) {
       return InvalidArgumentError(
-          field + ".id is " + std::to_string(r.id.size()) +
+          field() + ".id is " + std::to_string(r.id.size()) +
           " bytes; the limit is " + std::to_string(kMaxIdBytes));
     }
     if (!seen.insert(r.id).second) {
-      return InvalidArgumentError(field + ".id '" + r.id +
+      return InvalidArgumentError(field() + ".id '" + r.id +
                                   "' appears twice in the batch");
     }
     for (const auto& [key, value] : r.metadata) {
       if (key.empty())
-        return InvalidArgumentError(field + ".metadata has an empty key");
+        return InvalidArgumentError(field() + ".metadata has an empty key");
     }
   }
   return OkStatus();
