@@ -20,6 +20,8 @@ Status Attach(const Flags& flags) {
   if (flags.Has("text") && flags.Get("text").empty()) {
     return InvalidArgumentError("--text: empty");
   }
+  ZV_ASSIGN_OR_RETURN(const embed::EmbedderOptions device,
+                      embed::ParseDevice(flags.Get("device", "auto")));
   auto fail = [](const Status& s) {
     return s.code() == StatusCode::kInvalidArgument
                ? FailedPreconditionError(s.message())
@@ -37,12 +39,16 @@ Status Attach(const Flags& flags) {
     if (!values.ok()) return fail(values.status());
     query = std::move(values).value();
   } else {
-    embed::EmbedderOptions eo;
-    eo.model_dir = flags.Get("model", kDefaultModel);
+    embed::EmbedderOptions eo = device;
+    eo.model_dir = DefaultModelDir(flags);
     auto embedder = embed::Embedder::Create(eo);
     if (!embedder.ok())
       return fail(
           embedder.status().WithContext("model " + eo.model_dir.string()));
+    if (!flags.Has("quiet")) {
+      std::cerr << "zerovec attach: model " << eo.model_dir.string()
+                << ", device " << (*embedder)->device_description() << "\n";
+    }
     if (static_cast<uint32_t>((*embedder)->info().dim) != dim) {
       return FailedPreconditionError(
           "model " + eo.model_dir.string() + " makes " +
@@ -78,10 +84,10 @@ Status Attach(const Flags& flags) {
 }  // namespace
 
 int RunAttach(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(
-      args,
-      {"data", "collection", "text", "vector-file", "k", "namespace", "model"},
-      {"json"});
+  auto flags = Flags::Parse(args,
+                            {"data", "collection", "text", "vector-file", "k",
+                             "namespace", "model", "device"},
+                            {"json", "quiet"});
   if (!flags.ok()) return Fail("attach", flags.status(), true);
   Status s = Attach(*flags);
   if (!s.ok()) return Fail("attach", s, IsUsageError(s));

@@ -1,82 +1,421 @@
-// zerovec build: bulk-embeds a corpus into a collection, resumably.
+// zerovec build: bulk-loads a corpus into a collection as a pipeline, in one
+// pass over the input, resumably.
+//
+//   reader thread:  parse (simdjson) / map (.npy, .fvecs) -> skip stored ids ->
+//                   reserve segment rows -> copy vectors or submit the texts
+//                   to the embedder (which tokenizes on several threads and
+//                   encodes on the GPU, two streams) -> bounded queue
+//   this thread:    wait for the rows -> commit in order (RocksDB WriteBatch,
+//                   publish, index add) -> progress
+//
+// Stages overlap; the queue bounds memory (kMaxChunksInFlight chunks). A bad
+// line stops the build: what came before it is committed, nothing from it on.
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string_view>
-#include <unordered_set>
+#include <thread>
 
+#include "base/u64_set.h"
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/corpus_reader.h"
+#include "tools/vector_file.h"
 
 namespace zv::tools {
 namespace {
 
-struct CorpusSummary {
-  uint64_t records = 0;
-  size_t vector_dim = 0;        // of the first precomputed "vector", 0: none
-  int64_t first_text_only = 0;  // line of the first record without a vector
+using Clock = std::chrono::steady_clock;
+
+// Chunks queued between the reader and the committer. Two are being embedded
+// (one per GPU bulk lane) while others are read and committed.
+constexpr size_t kMaxChunksInFlight = 4;
+// A chunk closes at this many bytes of text, whatever --batch says, so a
+// corpus of long documents keeps memory bounded.
+constexpr size_t kMaxChunkTextBytes = 16 << 20;
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// One batch on its way through the pipeline.
+struct Chunk {
+  std::vector<index::Record> records;
+  std::vector<std::string_view> texts;  // into records[i].text, when embedded
+  index::ReservedRows rows;
+  std::future<Status> embedded;  // valid when the embedder fills the rows
+  double fraction = 0;           // of the input consumed once this is stored
+  uint64_t skipped = 0;          // input records skipped before this chunk
 };
 
-// First pass: checks every line and counts records, so a bad line fails the
-// build before anything is written and the progress bar knows its total.
-// Precomputed vectors must all have one size.
-StatusOr<CorpusSummary> CountRecords(const std::filesystem::path& input,
-                                     CorpusFormat format) {
-  ZV_ASSIGN_OR_RETURN(auto reader, CorpusReader::Open(input, format));
-  CorpusSummary sum;
-  CorpusRecord record;
-  while (true) {
-    ZV_ASSIGN_OR_RETURN(bool more, reader->Next(&record));
-    if (!more) return sum;
-    ++sum.records;
-    if (record.vector.empty()) {
-      if (sum.first_text_only == 0) sum.first_text_only = reader->line_number();
-    } else if (sum.vector_dim == 0) {
-      sum.vector_dim = record.vector.size();
-    } else if (record.vector.size() != sum.vector_dim) {
-      return InvalidArgumentError(
-          input.filename().string() + ":" +
-          std::to_string(reader->line_number()) + ": \"vector\" has " +
-          std::to_string(record.vector.size()) + " values, line(s) before " +
-          std::to_string(sum.vector_dim));
-    }
-  }
-}
+// Seconds each stage spent, for the closing report.
+struct StageTimes {
+  double read = 0;        // reading and parsing the input
+  double resume = 0;      // skip-if-stored lookups, duplicate drains
+  double fill = 0;        // reserving rows, copying vectors, submitting texts
+  double queue_full = 0;  // reader blocked: the committer is behind
+  double embed_wait = 0;  // committer waiting for embedded rows
+  double commit = 0;      // RocksDB batch, publication, index add
+};
 
 struct BuildStats {
   uint64_t stored = 0;
   uint64_t skipped = 0;
+  StageTimes times;
+  std::string device;  // where texts were embedded; empty: nothing embedded
 };
 
-// A batch holds either records to embed (vectors empty) or records with
-// precomputed vectors (row-major in `vectors`), never both.
-Status StoreBatch(index::Collection& collection, embed::Embedder* embedder,
-                  std::vector<index::Record>& batch,
-                  std::vector<float>& vectors, BuildStats* stats) {
-  if (batch.empty()) return OkStatus();
-  if (!vectors.empty()) {
-    ZV_RETURN_IF_ERROR(collection.Upsert(batch, vectors));
-    stats->stored += batch.size();
-    batch.clear();
-    vectors.clear();
+// Where records come from: a JSONL / text corpus, or a binary vector file.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Next record; false at the end. For a vector file, `vector_row` is set and
+  // record->vector stays empty (rows are copied straight from the mapping).
+  virtual StatusOr<bool> Next(CorpusRecord* record,
+                              std::optional<uint64_t>* vector_row) = 0;
+  virtual double fraction() const = 0;    // of the input consumed
+  virtual std::string where() const = 0;  // "file:line" of the last record
+  virtual const VectorFile* vectors() const { return nullptr; }
+};
+
+class CorpusSource : public Source {
+ public:
+  CorpusSource(std::unique_ptr<CorpusReader> reader, std::string name)
+      : reader_(std::move(reader)), name_(std::move(name)) {}
+  StatusOr<bool> Next(CorpusRecord* record,
+                      std::optional<uint64_t>* vector_row) override {
+    vector_row->reset();
+    return reader_->Next(record);
+  }
+  double fraction() const override {
+    const uint64_t size = reader_->file_size();
+    return size == 0 ? 1.0
+                     : std::min(1.0, double(reader_->bytes_read()) / size);
+  }
+  std::string where() const override {
+    return name_ + ":" + std::to_string(reader_->line_number());
+  }
+
+ private:
+  std::unique_ptr<CorpusReader> reader_;
+  std::string name_;
+};
+
+class VectorFileSource : public Source {
+ public:
+  VectorFileSource(std::unique_ptr<VectorFile> file, std::string name)
+      : file_(std::move(file)), name_(std::move(name)) {}
+  StatusOr<bool> Next(CorpusRecord* record,
+                      std::optional<uint64_t>* vector_row) override {
+    if (next_ >= file_->rows()) return false;
+    record->id = file_->Id(next_);
+    record->text.clear();
+    record->ns.clear();
+    record->metadata.clear();
+    record->timestamp_ms = 0;
+    record->vector.clear();
+    *vector_row = next_++;
+    return true;
+  }
+  double fraction() const override {
+    return file_->rows() == 0 ? 1.0 : double(next_) / file_->rows();
+  }
+  std::string where() const override {
+    return name_ + ": row " + std::to_string(next_ == 0 ? 0 : next_ - 1);
+  }
+  const VectorFile* vectors() const override { return file_.get(); }
+
+ private:
+  std::unique_ptr<VectorFile> file_;
+  std::string name_;
+  uint64_t next_ = 0;
+};
+
+// The reader thread and the committer (the calling thread), joined by a
+// bounded queue of chunks.
+class Pipeline {
+ public:
+  Pipeline(Source& source, index::Collection& collection,
+           index::BulkAppender& appender, embed::Embedder* embedder,
+           uint32_t dim, size_t chunk_rows, bool resume, Progress& progress,
+           BuildStats* stats)
+      : source_(source),
+        collection_(collection),
+        appender_(appender),
+        embedder_(embedder),
+        dim_(dim),
+        chunk_rows_(chunk_rows),
+        resume_(resume),
+        progress_(progress),
+        stats_(stats) {}
+
+  // Runs the pipeline from `first` (already read by the caller) to the end.
+  Status Run(CorpusRecord first, std::optional<uint64_t> first_row) {
+    std::thread reader([&] {
+      Status s = ReadAll(std::move(first), first_row);
+      std::lock_guard<std::mutex> lock(mu_);
+      reader_status_ = s;
+      reader_done_ = true;
+      cv_.notify_all();
+    });
+    Status commit_status = CommitAll();
+    if (!commit_status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    reader.join();
+    // Chunks left behind after a failure: wait for their rows before the
+    // texts they borrow go away. Their rows stay unpublished.
+    for (Chunk& c : queue_) {
+      if (c.embedded.valid()) (void)c.embedded.get();
+    }
+    queue_.clear();
+    if (!commit_status.ok()) return commit_status;
+    return reader_status_;
+  }
+
+ private:
+  // ---- reader thread
+  Status ReadAll(CorpusRecord record, std::optional<uint64_t> vector_row) {
+    Chunk chunk;
+    size_t chunk_text_bytes = 0;
+    bool chunk_embeds = false;
+    uint64_t skipped = 0;
+    std::vector<std::vector<float>> jsonl_vectors;  // with records, in order
+    std::vector<uint64_t> file_rows;                // rows of a vector file
+    auto t = Clock::now();
+    auto lap = [&](double* into) {
+      const auto now = Clock::now();
+      *into += Seconds(now - t);
+      t = now;
+    };
+    auto flush = [&]() -> Status {
+      if (chunk.records.empty()) return OkStatus();
+      lap(&times_.read);
+      ZV_RETURN_IF_ERROR(Fill(chunk, chunk_embeds, jsonl_vectors, file_rows));
+      chunk.fraction = source_.fraction();
+      chunk.skipped = std::exchange(skipped, 0);
+      lap(&times_.fill);
+      const bool pushed = Push(std::move(chunk));
+      lap(&times_.queue_full);
+      if (!pushed) return CancelledError("stopped");
+      chunk = Chunk();
+      chunk_text_bytes = 0;
+      jsonl_vectors.clear();
+      file_rows.clear();
+      return OkStatus();
+    };
+    for (bool more = true; more;) {
+      ZV_ASSIGN_OR_RETURN(bool keep, Admit(record.id, flush, lap));
+      if (!keep) {
+        ++skipped;
+      } else {
+        const bool embeds = !vector_row && record.vector.empty();
+        if (embeds && embedder_ == nullptr) {
+          return FailedPreconditionError(
+              source_.where() + ": no \"vector\" (needed with --model none)");
+        }
+        if (!embeds && !vector_row && record.vector.size() != dim_) {
+          return FailedPreconditionError(
+              source_.where() + ": \"vector\" has " +
+              std::to_string(record.vector.size()) + " values, collection " +
+              collection_.name() + " has dim " + std::to_string(dim_));
+        }
+        // Chunks are homogeneous: flush when the kind changes.
+        if (!chunk.records.empty() && embeds != chunk_embeds) {
+          ZV_RETURN_IF_ERROR(flush());
+        }
+        chunk_embeds = embeds;
+        index::Record r;
+        r.id = std::move(record.id);
+        r.text = std::move(record.text);
+        r.ns = std::move(record.ns);
+        r.metadata = std::move(record.metadata);
+        r.timestamp_ms = record.timestamp_ms;
+        chunk_text_bytes += r.text.size();
+        chunk.records.push_back(std::move(r));
+        if (vector_row) {
+          file_rows.push_back(*vector_row);
+        } else if (!embeds) {
+          jsonl_vectors.push_back(std::move(record.vector));
+          record.vector = {};
+        }
+        if (chunk.records.size() >= chunk_rows_ ||
+            chunk_text_bytes >= kMaxChunkTextBytes) {
+          ZV_RETURN_IF_ERROR(flush());
+        }
+      }
+      auto next = source_.Next(&record, &vector_row);
+      if (!next.ok()) {
+        // What came before the bad line is stored; nothing from it on.
+        Status flushed = flush();
+        if (!flushed.ok()) return flushed;
+        return next.status();
+      }
+      more = *next;
+    }
+    ZV_RETURN_IF_ERROR(flush());
+    lap(&times_.read);
+    if (skipped > 0) {
+      Chunk tail;  // only counts skipped records
+      tail.fraction = 1.0;
+      tail.skipped = skipped;
+      if (!Push(std::move(tail))) return CancelledError("stopped");
+    }
     return OkStatus();
   }
-  std::vector<std::string_view> texts;
-  texts.reserve(batch.size());
-  for (const auto& r : batch) texts.push_back(r.text);
-  // The embedder writes straight into the collection's segment rows.
-  ZV_RETURN_IF_ERROR(
-      collection.UpsertInPlace(batch, [&](std::span<float* const> rows) {
-        return embedder->EmbedInto(texts, rows);
-      }));
-  stats->stored += batch.size();
-  batch.clear();
-  return OkStatus();
+
+  // Resumable: an id already stored (an earlier, interrupted run) is skipped,
+  // and so is a repeat within this run (the first line with an id wins). A
+  // repeated hash may be a collision: the pipeline drains, then the store
+  // answers exactly.
+  template <typename Flush, typename Lap>
+  StatusOr<bool> Admit(const std::string& id, Flush& flush, Lap& lap) {
+    if (!seen_.Insert(std::hash<std::string_view>{}(id))) {
+      lap(&times_.read);
+      ZV_RETURN_IF_ERROR(flush());
+      if (!Drain()) return CancelledError("stopped");
+      ZV_ASSIGN_OR_RETURN(bool stored, collection_.Contains(id));
+      lap(&times_.resume);
+      return !stored;
+    }
+    if (!resume_) return true;
+    lap(&times_.read);
+    ZV_ASSIGN_OR_RETURN(bool stored, collection_.Contains(id));
+    lap(&times_.resume);
+    return !stored;
+  }
+
+  Status Fill(Chunk& chunk, bool embeds,
+              const std::vector<std::vector<float>>& jsonl_vectors,
+              const std::vector<uint64_t>& file_rows) {
+    ZV_ASSIGN_OR_RETURN(chunk.rows, appender_.Reserve(chunk.records.size()));
+    if (embeds) {
+      chunk.texts.reserve(chunk.records.size());
+      for (const auto& r : chunk.records) chunk.texts.push_back(r.text);
+      // The embedder writes straight into the segment rows.
+      chunk.embedded = embedder_->Submit(chunk.texts, chunk.rows.rows);
+    } else if (!file_rows.empty()) {
+      const VectorFile& file = *source_.vectors();
+      for (size_t i = 0; i < file_rows.size(); ++i) {
+        std::memcpy(chunk.rows.rows[i], file.Row(file_rows[i]),
+                    dim_ * sizeof(float));
+      }
+    } else {
+      for (size_t i = 0; i < jsonl_vectors.size(); ++i) {
+        std::memcpy(chunk.rows.rows[i], jsonl_vectors[i].data(),
+                    dim_ * sizeof(float));
+      }
+    }
+    return OkStatus();
+  }
+
+  bool Push(Chunk chunk) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || queue_.size() < kMaxChunksInFlight; });
+    if (stop_) {
+      // Not queued: wait here so the rows it borrows outlive the embedding.
+      lock.unlock();
+      if (chunk.embedded.valid()) (void)chunk.embedded.get();
+      return false;
+    }
+    queue_.push_back(std::move(chunk));
+    ++pushed_;
+    cv_.notify_all();
+    return true;
+  }
+
+  // Waits until every pushed chunk is committed; false once stopped.
+  bool Drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || committed_ == pushed_; });
+    return !stop_;
+  }
+
+  // ---- committer (calling thread)
+  Status CommitAll() {
+    for (;;) {
+      Chunk chunk;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || reader_done_; });
+        if (queue_.empty()) return OkStatus();
+        chunk = std::move(queue_.front());
+        queue_.pop_front();
+        cv_.notify_all();
+      }
+      auto t0 = Clock::now();
+      if (chunk.embedded.valid()) ZV_RETURN_IF_ERROR(chunk.embedded.get());
+      auto t1 = Clock::now();
+      if (!chunk.records.empty()) {
+        ZV_RETURN_IF_ERROR(appender_.Commit(chunk.rows, chunk.records));
+      }
+      auto t2 = Clock::now();
+      stats_->times.embed_wait += Seconds(t1 - t0);
+      stats_->times.commit += Seconds(t2 - t1);
+      stats_->stored += chunk.records.size();
+      stats_->skipped += chunk.skipped;
+      progress_.Update(stats_->stored + stats_->skipped, chunk.fraction);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++committed_;
+      cv_.notify_all();
+    }
+  }
+
+  Source& source_;
+  index::Collection& collection_;
+  index::BulkAppender& appender_;
+  embed::Embedder* embedder_;
+  const uint32_t dim_;
+  const size_t chunk_rows_;
+  const bool resume_;
+  Progress& progress_;
+  BuildStats* stats_;
+
+  U64Set seen_;       // id hashes; reader thread only
+  StageTimes times_;  // reader thread's stages, merged after join
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> queue_;
+  uint64_t pushed_ = 0, committed_ = 0;
+  bool stop_ = false, reader_done_ = false;
+  Status reader_status_;
+
+ public:
+  const StageTimes& reader_times() const { return times_; }
+};
+
+enum class InputKind { kJsonl, kText, kNpy, kFvecs };
+
+StatusOr<InputKind> InputKindOf(const std::string& input,
+                                const std::string& flag) {
+  if (flag == "auto") {
+    const std::string ext = std::filesystem::path(input).extension().string();
+    if (ext == ".npy") return InputKind::kNpy;
+    if (ext == ".fvecs") return InputKind::kFvecs;
+    return GuessCorpusFormat(input) == CorpusFormat::kJsonl ? InputKind::kJsonl
+                                                            : InputKind::kText;
+  }
+  if (flag == "jsonl") return InputKind::kJsonl;
+  if (flag == "text") return InputKind::kText;
+  if (flag == "npy") return InputKind::kNpy;
+  if (flag == "fvecs") return InputKind::kFvecs;
+  return InvalidArgumentError(
+      "--format: expected auto, jsonl, text, npy or fvecs, got \"" + flag +
+      "\"");
 }
 
 Status Build(const Flags& flags, BuildStats* stats,
@@ -84,26 +423,25 @@ Status Build(const Flags& flags, BuildStats* stats,
   ZV_ASSIGN_OR_RETURN(*collection_name, flags.Require("collection"));
   ZV_ASSIGN_OR_RETURN(const std::string input, flags.Require("input"));
   const std::string data = flags.Get("data", kDefaultData);
-  const std::string model = flags.Get("model", kDefaultModel);
   ZV_ASSIGN_OR_RETURN(const std::string descriptor,
                       IndexDescriptor(flags.Get("index", "flat")));
-  ZV_ASSIGN_OR_RETURN(const int64_t batch_size,
-                      flags.GetInt("batch", 64, 1, 4096));
-  const std::string format_flag = flags.Get("format", "auto");
-  CorpusFormat format;
-  if (format_flag == "auto") {
-    format = GuessCorpusFormat(input);
-  } else if (format_flag == "jsonl") {
-    format = CorpusFormat::kJsonl;
-  } else if (format_flag == "text") {
-    format = CorpusFormat::kText;
-  } else {
-    return InvalidArgumentError(
-        "--format: expected auto, jsonl or text, got \"" + format_flag + "\"");
+  ZV_ASSIGN_OR_RETURN(const int64_t batch_flag,
+                      flags.GetInt("batch", 0, 0, 1 << 20));
+  ZV_ASSIGN_OR_RETURN(const InputKind kind,
+                      InputKindOf(input, flags.Get("format", "auto")));
+  ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions device,
+                      embed::ParseDevice(flags.Get("device", "auto")));
+  const bool vector_file = kind == InputKind::kNpy || kind == InputKind::kFvecs;
+  if (flags.Has("ids") && !vector_file) {
+    return InvalidArgumentError("--ids: only with .npy or .fvecs input");
   }
   if (Status s = index::ValidateCollectionName(*collection_name); !s.ok()) {
     return InvalidArgumentError("--collection: " + s.message());
   }
+  // Vector files need no model unless one is named (then its dim must match,
+  // so the collection can be searched by text).
+  std::string model = DefaultModelDir(flags);
+  if (vector_file && !flags.Has("model")) model = "none";
 
   // From here on errors are not usage errors.
   auto fail = [](const Status& s) {
@@ -111,33 +449,49 @@ Status Build(const Flags& flags, BuildStats* stats,
                ? FailedPreconditionError(s.message())
                : s;
   };
-  auto summary = CountRecords(input, format);
-  if (!summary.ok()) return fail(summary.status());
-  const uint64_t total = summary->records;
-
-  // --model none: every line must carry a precomputed "vector".
-  std::unique_ptr<embed::Embedder> embedder;
-  uint32_t dim = static_cast<uint32_t>(summary->vector_dim);
-  if (model == "none") {
-    if (summary->first_text_only != 0) {
-      return FailedPreconditionError(
-          input + ":" + std::to_string(summary->first_text_only) +
-          ": no \"vector\" (needed with --model none)");
-    }
+  const std::string name = std::filesystem::path(input).filename().string();
+  std::unique_ptr<Source> source;
+  if (vector_file) {
+    auto file = VectorFile::Open(input, flags.Get("ids"));
+    if (!file.ok()) return fail(file.status());
+    source = std::make_unique<VectorFileSource>(std::move(file).value(), name);
   } else {
-    embed::EmbedderOptions eo;
-    eo.model_dir = model;
-    auto created = embed::Embedder::Create(eo);
+    auto reader = CorpusReader::Open(input, kind == InputKind::kJsonl
+                                                ? CorpusFormat::kJsonl
+                                                : CorpusFormat::kText);
+    if (!reader.ok()) return fail(reader.status());
+    source = std::make_unique<CorpusSource>(std::move(reader).value(), name);
+  }
+  CorpusRecord first;
+  std::optional<uint64_t> first_row;
+  auto more = source->Next(&first, &first_row);
+  if (!more.ok()) return fail(more.status());
+
+  std::unique_ptr<embed::Embedder> embedder;
+  if (model != "none") {
+    device.model_dir = model;
+    auto created = embed::Embedder::Create(device);
     if (!created.ok())
       return fail(created.status().WithContext("model " + model));
     embedder = std::move(created).value();
+  }
+  uint32_t dim = 0;
+  if (source->vectors()) {
+    dim = source->vectors()->dim();
+  } else if (*more && !first.vector.empty()) {
+    dim = static_cast<uint32_t>(first.vector.size());
+  }
+  if (embedder) {
     const uint32_t model_dim = embedder->info().dim;
     if (dim != 0 && dim != model_dim) {
       return FailedPreconditionError(
-          input + ": \"vector\" has " + std::to_string(dim) +
+          input + ": the vectors have " + std::to_string(dim) +
           " values but model " + model + " makes " + std::to_string(model_dim));
     }
     dim = model_dim;
+  } else if (*more && dim == 0) {
+    return FailedPreconditionError(
+        source->where() + ": no \"vector\" (needed with --model none)");
   }
 
   auto db = index::Database::Open(data);
@@ -145,14 +499,14 @@ Status Build(const Flags& flags, BuildStats* stats,
   std::shared_ptr<index::Collection> collection;
   if (auto existing = (*db)->GetCollection(*collection_name); existing.ok()) {
     collection = *existing;
-    if (dim != 0 && collection->Describe().dim != dim) {
+    if (collection->Describe().dim != dim) {
       return FailedPreconditionError(
           "collection " + *collection_name + " has dim " +
           std::to_string(collection->Describe().dim) + " but " +
           (embedder ? "model " + model + " makes " : "the vectors have ") +
           std::to_string(dim));
     }
-  } else if (dim == 0) {
+  } else if (!*more) {
     return FailedPreconditionError(input + ": no records");
   } else {
     index::CollectionOptions options;
@@ -162,65 +516,34 @@ Status Build(const Flags& flags, BuildStats* stats,
     if (!created.ok()) return fail(created.status());
     collection = *created;
   }
-
-  auto reader = CorpusReader::Open(input, format);
-  if (!reader.ok()) return fail(reader.status());
-  Progress progress("build " + *collection_name, total, isatty(STDERR_FILENO));
-  std::vector<index::Record> batch;
-  std::vector<float> batch_vectors;  // with precomputed vectors, row-major
-  std::unordered_set<std::string> batch_ids;
-  CorpusRecord record;
-  uint64_t done = 0;
-  while (true) {
-    auto more = (*reader)->Next(&record);
-    if (!more.ok()) return fail(more.status());
-    if (!*more) break;
-    ++done;
-    // Resumable: ids already stored (an earlier, interrupted run) are skipped;
-    // the first line with an id wins.
-    auto stored = collection->Contains(record.id);
-    if (!stored.ok()) return fail(stored.status());
-    if (*stored || batch_ids.count(record.id)) {
-      ++stats->skipped;
-    } else {
-      // Batches are homogeneous: flush when the kind changes.
-      const bool has_vector = !record.vector.empty();
-      if (!batch.empty() && has_vector == batch_vectors.empty()) {
-        if (Status st = StoreBatch(*collection, embedder.get(), batch,
-                                   batch_vectors, stats);
-            !st.ok()) {
-          return fail(st);
-        }
-        batch_ids.clear();
-      }
-      batch_vectors.insert(batch_vectors.end(), record.vector.begin(),
-                           record.vector.end());
-      index::Record r;
-      r.id = std::move(record.id);
-      r.text = std::move(record.text);
-      r.ns = std::move(record.ns);
-      r.metadata = std::move(record.metadata);
-      r.timestamp_ms = record.timestamp_ms;
-      batch_ids.insert(r.id);
-      batch.push_back(std::move(r));
-    }
-    if (batch.size() >= static_cast<size_t>(batch_size)) {
-      if (Status st = StoreBatch(*collection, embedder.get(), batch,
-                                 batch_vectors, stats);
-          !st.ok()) {
-        return fail(st);
-      }
-      batch_ids.clear();
-    }
-    // Count a line once its row is stored (or it was skipped with nothing
-    // pending).
-    if (batch.empty()) progress.Update(done);
+  if (embedder) {
+    stats->device = embedder->device_description();
+    std::cerr << "build: model " << model << ", device " << stats->device
+              << "\n";
   }
-  if (Status st =
-          StoreBatch(*collection, embedder.get(), batch, batch_vectors, stats);
-      !st.ok())
-    return fail(st);
-  progress.Finish(done);
+  if (!*more) return OkStatus();
+
+  // Rows a chunk: large on a GPU (each chunk is split into token-budget
+  // batches there), smaller on the CPU so progress moves.
+  const size_t chunk_rows = batch_flag > 0 ? static_cast<size_t>(batch_flag)
+                            : (embedder && embedder->on_cuda()) || !embedder
+                                ? 16384
+                                : 1024;
+  const bool resume = collection->Describe().rows > 0;
+  Progress progress("build " + *collection_name, isatty(STDERR_FILENO));
+  auto appender = collection->StartBulkAppend();
+  if (!appender.ok()) return fail(appender.status());
+  Pipeline pipeline(*source, *collection, **appender, embedder.get(), dim,
+                    chunk_rows, resume, progress, stats);
+  Status s = pipeline.Run(std::move(first), first_row);
+  const StageTimes& r = pipeline.reader_times();
+  stats->times.read = r.read;
+  stats->times.resume = r.resume;
+  stats->times.fill = r.fill;
+  stats->times.queue_full = r.queue_full;
+  appender->reset();
+  if (!s.ok()) return fail(s);
+  progress.Finish(stats->stored + stats->skipped);
   return OkStatus();
 }
 
@@ -243,25 +566,31 @@ int Fail(const std::string& command, const Status& s, bool usage) {
 }
 
 int RunBuild(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(
-      args,
-      {"data", "collection", "input", "model", "index", "batch", "format"}, {});
+  auto flags = Flags::Parse(args,
+                            {"data", "collection", "input", "model", "index",
+                             "batch", "format", "device", "ids"},
+                            {});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   Status s = Build(*flags, &stats, &name);
   if (!s.ok()) return Fail("build", s, IsUsageError(s));
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  char line[256];
+  const double secs = Seconds(Clock::now() - start);
+  char line[512];
   std::snprintf(line, sizeof(line),
                 "build: stored %llu rows in collection %s (skipped %llu "
-                "already stored) in "
-                "%.2f s\n",
+                "already stored) in %.2f s (%.0f rows/s)\n",
                 static_cast<unsigned long long>(stats.stored), name.c_str(),
-                static_cast<unsigned long long>(stats.skipped), secs);
+                static_cast<unsigned long long>(stats.skipped), secs,
+                secs > 0 ? stats.stored / secs : 0.0);
+  std::cout << line;
+  const StageTimes& t = stats.times;
+  std::snprintf(line, sizeof(line),
+                "build: stage seconds: read+parse %.2f, resume checks %.2f, "
+                "reserve+fill/submit %.2f, reader blocked %.2f | embed wait "
+                "%.2f, commit (RocksDB+publish+index) %.2f\n",
+                t.read, t.resume, t.fill, t.queue_full, t.embed_wait, t.commit);
   std::cout << line;
   return 0;
 }

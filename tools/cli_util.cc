@@ -1,5 +1,6 @@
 #include "tools/cli_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,22 @@
 #include <sstream>
 
 namespace zv::tools {
+
+std::string DefaultModelDir(const Flags& flags) {
+  if (flags.Has("model")) return flags.Get("model");
+  const std::filesystem::path local = "models/zerovec-mini";
+  std::error_code ec;
+  if (std::filesystem::exists(local / "config.json", ec)) return local.string();
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto bundled =
+        exe.parent_path().parent_path() / "share/zerovec/models/zerovec-mini";
+    if (std::filesystem::exists(bundled / "config.json", ec)) {
+      return bundled.string();
+    }
+  }
+  return local.string();  // absent: the caller's error names this path
+}
 
 StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
                              const std::set<std::string>& with_value,
@@ -172,60 +189,59 @@ void PrintHits(const std::vector<OutputHit>& hits, bool json,
   if (hits.empty()) out << "(no hits)\n";
 }
 
-Progress::Progress(std::string label, uint64_t total, bool tty)
+Progress::Progress(std::string label, bool tty)
     : label_(std::move(label)),
-      total_(total),
       tty_(tty),
       start_(std::chrono::steady_clock::now()),
       last_print_(start_) {}
 
-std::string Progress::Line(uint64_t done) const {
+std::string Progress::Line(uint64_t rows, double fraction) const {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
           .count();
-  const double rate = secs > 0 ? done / secs : 0;
-  const double pct = total_ ? 100.0 * done / total_ : 100.0;
+  const double rate = secs > 0 ? rows / secs : 0;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  const int pct = static_cast<int>(100.0 * fraction);
   std::ostringstream line;
   if (tty_) {
     const int width = 30;
-    const int filled = static_cast<int>(pct / 100.0 * width);
+    const int filled = static_cast<int>(fraction * width);
     line << label_ << " [" << std::string(filled, '#')
          << std::string(width - filled, '.') << "] ";
   } else {
     line << label_ << ": ";
   }
-  line << done << "/" << total_ << " rows (" << static_cast<int>(pct) << "%), "
-       << static_cast<int64_t>(rate) << " rows/s";
-  if (rate > 0 && done < total_) {
-    const int64_t eta = static_cast<int64_t>((total_ - done) / rate);
+  line << rows << " rows (" << pct << "%), " << static_cast<int64_t>(rate)
+       << " rows/s";
+  if (fraction > 0 && fraction < 1) {
+    const int64_t eta = static_cast<int64_t>(secs * (1 - fraction) / fraction);
     line << ", ETA " << eta / 60 << "m" << std::setw(2) << std::setfill('0')
          << eta % 60 << "s";
   }
   return line.str();
 }
 
-void Progress::Update(uint64_t done) {
+void Progress::Update(uint64_t rows, double fraction) {
   const auto now = std::chrono::steady_clock::now();
-  const uint64_t percent = total_ ? 100 * done / total_ : 100;
   if (tty_) {
     if (now - last_print_ < std::chrono::milliseconds(100)) return;
-    std::cerr << "\r" << Line(done) << "\x1b[K" << std::flush;
+    std::cerr << "\r" << Line(rows, fraction) << "\x1b[K" << std::flush;
   } else {
-    // A line every 10% or every 5 s, whichever comes first.
-    if (percent / 10 == last_percent_ / 10 &&
-        now - last_print_ < std::chrono::seconds(5)) {
-      return;
-    }
-    std::cerr << Line(done) << "\n";
+    // A line per 10% (at most one a second) or every 5 s.
+    const bool step = fraction - last_fraction_ >= 0.1 &&
+                      now - last_print_ >= std::chrono::seconds(1);
+    if (!step && now - last_print_ < std::chrono::seconds(5)) return;
+    std::cerr << Line(rows, fraction) << "\n";
   }
   last_print_ = now;
-  last_percent_ = percent;
-  last_done_ = done;
+  last_fraction_ = fraction;
+  last_rows_ = rows;
 }
 
-void Progress::Finish(uint64_t done) {
-  if (!tty_ && done == last_done_) return;  // already printed
-  std::cerr << (tty_ ? "\r" : "") << Line(done) << (tty_ ? "\x1b[K\n" : "\n");
+void Progress::Finish(uint64_t rows) {
+  if (!tty_ && rows == last_rows_ && last_fraction_ >= 1) return;
+  std::cerr << (tty_ ? "\r" : "") << Line(rows, 1.0)
+            << (tty_ ? "\x1b[K\n" : "\n");
 }
 
 }  // namespace zv::tools

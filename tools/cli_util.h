@@ -50,6 +50,12 @@ inline bool IsUsageError(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument;
 }
 
+// The model folder for --model: the flag's value when given, else the bundled
+// default, looked up as ./models/zerovec-mini and then beside the program in a
+// relocatable bundle (<bundle>/share/zerovec/models/zerovec-mini, with the
+// binary in <bundle>/bin).
+std::string DefaultModelDir(const Flags& flags);
+
 // Reads floats separated by whitespace or commas, optionally in [ ].
 StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path);
 
@@ -67,23 +73,25 @@ struct OutputHit {
 void PrintHits(const std::vector<OutputHit>& hits, bool json,
                std::ostream& out);
 
-// Progress of a bulk job: a redrawn bar on a terminal, plain lines otherwise.
+// Progress of a bulk job whose size is known as a fraction of its input (bytes
+// read, rows mapped): a redrawn bar on a terminal, plain lines otherwise (at
+// most one a second, one every 5 s when the fraction moves slowly).
 class Progress {
  public:
-  Progress(std::string label, uint64_t total, bool tty);
-  void Update(uint64_t done);
-  void Finish(uint64_t done);
+  Progress(std::string label, bool tty);
+  // `rows` done so far; `fraction` of the input consumed, in [0, 1].
+  void Update(uint64_t rows, double fraction);
+  void Finish(uint64_t rows);
 
  private:
-  std::string Line(uint64_t done) const;
+  std::string Line(uint64_t rows, double fraction) const;
 
   std::string label_;
-  uint64_t total_;
   bool tty_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_print_;
-  uint64_t last_percent_ = 0;
-  uint64_t last_done_ = ~uint64_t{0};
+  double last_fraction_ = 0;
+  uint64_t last_rows_ = ~uint64_t{0};
 };
 
 }  // namespace zv::tools

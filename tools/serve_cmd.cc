@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/server.h"
 #include "tools/cli_util.h"
@@ -19,7 +20,8 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   options->data_dir = flags.Get("data", kDefaultData);
   options->listen = flags.Get("listen", kDefaultListen);
   options->device = flags.Get("device", "auto");
-  const std::string model = flags.Get("model", kDefaultModel);
+  ZV_RETURN_IF_ERROR(embed::ParseDevice(options->device).status());
+  const std::string model = DefaultModelDir(flags);
   if (model == "none" || model.empty()) {
     options->model_dir.clear();
   } else if (!flags.Has("model") && !std::filesystem::exists(model)) {
@@ -100,7 +102,8 @@ int RunServe(const std::vector<std::string>& args) {
             << options.listen << "), data " << options.data_dir.string()
             << ", model "
             << (options.model_dir.empty() ? "none" : options.model_dir.string())
-            << (options.auth_token ? ", auth on" : "") << "\n";
+            << (options.auth_token ? ", auth on" : "") << "\n"
+            << "zerovec serve: device " << (*server)->embed_device() << "\n";
 
   int sig = 0;
   sigwait(&stop, &sig);

@@ -1,0 +1,116 @@
+// The encoder alone on a corpus's texts (a benchmark, not a test): loads every
+// text of a JSONL / text corpus into memory, then embeds them all into a RAM
+// buffer through the public Embedder (tokenization + encoder + pooled rows),
+// with chunks in flight as `zerovec build` submits them. No segment, RocksDB
+// or index: the ceiling `zerovec build` is measured against.
+//
+//   embed_corpus_bench --input passages.jsonl [--model DIR] [--device cuda]
+//       [--chunk 16384] [--limit N] [--repeat 2]
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embed/embedder.h"
+#include "tools/corpus_reader.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i + 1 < argc; i += 2) kv[argv[i]] = argv[i + 1];
+  if (!kv.count("--input")) {
+    std::fprintf(stderr,
+                 "usage: embed_corpus_bench --input FILE [--model DIR] "
+                 "[--device auto|cpu|cuda[:N]] [--chunk 16384] [--limit N] "
+                 "[--repeat 2]\n");
+    return 2;
+  }
+  const std::string model =
+      kv.count("--model") ? kv["--model"] : "models/zerovec-mini";
+  const size_t chunk = kv.count("--chunk") ? std::stoul(kv["--chunk"]) : 16384;
+  const size_t limit = kv.count("--limit") ? std::stoul(kv["--limit"]) : ~0ul;
+  const int repeat = kv.count("--repeat") ? std::stoi(kv["--repeat"]) : 2;
+
+  const auto t_read = Clock::now();
+  auto reader = zv::tools::CorpusReader::Open(
+      kv["--input"], zv::tools::GuessCorpusFormat(kv["--input"]));
+  if (!reader.ok()) {
+    std::fprintf(stderr, "%s\n", reader.status().message().c_str());
+    return 1;
+  }
+  std::vector<std::string> texts;
+  zv::tools::CorpusRecord rec;
+  while (texts.size() < limit) {
+    auto more = (*reader)->Next(&rec);
+    if (!more.ok()) {
+      std::fprintf(stderr, "%s\n", more.status().message().c_str());
+      return 1;
+    }
+    if (!*more) break;
+    texts.push_back(std::move(rec.text));
+  }
+  const double read_s =
+      std::chrono::duration<double>(Clock::now() - t_read).count();
+
+  auto options = zv::embed::ParseDevice(
+      kv.count("--device") ? kv["--device"] : std::string("auto"));
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().message().c_str());
+    return 2;
+  }
+  options->model_dir = model;
+  auto embedder = zv::embed::Embedder::Create(*options);
+  if (!embedder.ok()) {
+    std::fprintf(stderr, "%s\n", embedder.status().message().c_str());
+    return 1;
+  }
+  const size_t dim = (*embedder)->info().dim;
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::vector<float> out(texts.size() * dim);
+  std::vector<float*> rows(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) rows[i] = &out[i * dim];
+  std::printf("texts %zu (read+parse %.2f s), model %s, device %s\n",
+              texts.size(), read_s, model.c_str(),
+              (*embedder)->device_description().c_str());
+  for (int r = 0; r < repeat; ++r) {
+    const auto t0 = Clock::now();
+    std::deque<std::future<zv::Status>> inflight;
+    for (size_t first = 0; first < texts.size(); first += chunk) {
+      const size_t n = std::min(chunk, texts.size() - first);
+      inflight.push_back((*embedder)->Submit(
+          std::span<const std::string_view>(&views[first], n),
+          std::span<float* const>(&rows[first], n)));
+      // As in zerovec build: a bounded number of chunks in flight.
+      if (inflight.size() >= 4) {
+        zv::Status s = inflight.front().get();
+        inflight.pop_front();
+        if (!s.ok()) {
+          std::fprintf(stderr, "%s\n", s.message().c_str());
+          return 1;
+        }
+      }
+    }
+    for (auto& f : inflight) {
+      zv::Status s = f.get();
+      if (!s.ok()) {
+        std::fprintf(stderr, "%s\n", s.message().c_str());
+        return 1;
+      }
+    }
+    const double secs =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf("run %d: %zu texts in %.3f s = %.0f docs/s\n", r, texts.size(),
+                secs, texts.size() / secs);
+    std::fflush(stdout);
+  }
+  return 0;
+}
