@@ -124,6 +124,9 @@ class BulkAppender {
   virtual StatusOr<ReservedRows> Reserve(size_t n) = 0;
   virtual Status Commit(const ReservedRows& rows,
                         std::span<const Record> records) = 0;
+  // The segment's writable extent mappings so far (reserved rows lie in
+  // them), e.g. to register with a GPU encoder so it stores rows directly.
+  virtual std::vector<shm::Writer::MappedRange> MappedRanges() const = 0;
 };
 
 class Collection {

@@ -346,6 +346,11 @@ class BulkAppenderImpl : public BulkAppender {
     return out;
   }
 
+  std::vector<shm::Writer::MappedRange> MappedRanges() const override {
+    std::shared_lock<RwLock> l(c_.mu_);
+    return c_.g_->writer->MappedRanges();
+  }
+
   Status Commit(const ReservedRows& reserved,
                 std::span<const Record> records) override {
     {
@@ -395,7 +400,8 @@ class BulkAppenderImpl : public BulkAppender {
     std::vector<bool> known_new(records.size(), false);
     if (fresh_) {
       for (size_t i = 0; i < records.size(); ++i) {
-        known_new[i] = seen_.Insert(static_cast<uint64_t>(HashId(records[i].id)));
+        known_new[i] =
+            seen_.Insert(static_cast<uint64_t>(HashId(records[i].id)));
       }
     }
     {

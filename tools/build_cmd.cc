@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <thread>
 
@@ -182,6 +183,11 @@ class Pipeline {
       if (c.embedded.valid()) (void)c.embedded.get();
     }
     queue_.clear();
+    // Nothing is in flight now: the mappings may go (the description names
+    // the sink that was used, so read it first).
+    if (embedder_) device_ = embedder_->device_description();
+    for (void* data : registered_) embedder_->UnregisterOutputMemory(data);
+    registered_.clear();
     if (!commit_status.ok()) return commit_status;
     return reader_status_;
   }
@@ -303,6 +309,15 @@ class Pipeline {
               const std::vector<uint64_t>& file_rows) {
     ZV_ASSIGN_OR_RETURN(chunk.rows, appender_.Reserve(chunk.records.size()));
     if (embeds) {
+      // New extents are registered so a GPU encoder can store rows there
+      // directly (where the kernel allows pinning the mapping; else the
+      // encoder stages them, and its device description says which).
+      for (const auto& range : appender_.MappedRanges()) {
+        if (registered_.insert(range.data).second) {
+          ZV_RETURN_IF_ERROR(
+              embedder_->RegisterOutputMemory(range.data, range.bytes));
+        }
+      }
       chunk.texts.reserve(chunk.records.size());
       for (const auto& r : chunk.records) chunk.texts.push_back(r.text);
       // The embedder writes straight into the segment rows.
@@ -384,8 +399,9 @@ class Pipeline {
   Progress& progress_;
   BuildStats* stats_;
 
-  U64Set seen_;       // id hashes; reader thread only
-  StageTimes times_;  // reader thread's stages, merged after join
+  U64Set seen_;                 // id hashes; reader thread only
+  std::set<void*> registered_;  // extent mappings given to the embedder
+  StageTimes times_;            // reader thread's stages, merged after join
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -396,6 +412,11 @@ class Pipeline {
 
  public:
   const StageTimes& reader_times() const { return times_; }
+  // Where texts were embedded, incl. the output sink; empty without a model.
+  const std::string& device() const { return device_; }
+
+ private:
+  std::string device_;
 };
 
 enum class InputKind { kJsonl, kText, kNpy, kFvecs };
@@ -542,6 +563,7 @@ Status Build(const Flags& flags, BuildStats* stats,
   stats->times.fill = r.fill;
   stats->times.queue_full = r.queue_full;
   appender->reset();
+  if (!pipeline.device().empty()) stats->device = pipeline.device();
   if (!s.ok()) return fail(s);
   progress.Finish(stats->stored + stats->skipped);
   return OkStatus();
@@ -592,6 +614,8 @@ int RunBuild(const std::vector<std::string>& args) {
                 "%.2f, commit (RocksDB+publish+index) %.2f\n",
                 t.read, t.resume, t.fill, t.queue_full, t.embed_wait, t.commit);
   std::cout << line;
+  if (!stats.device.empty())
+    std::cout << "build: device " << stats.device << "\n";
   return 0;
 }
 
