@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -44,6 +45,15 @@ using zv::StatusOr;
   } while (0)
 
 namespace {
+
+// Teardown where no Status can be returned (a destructor): say what failed.
+void WarnIfError(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::fprintf(stderr, "mirror: %s: %s\n", what, cudaGetErrorString(e));
+}
+void WarnIfError(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    std::fprintf(stderr, "mirror: %s: %s\n", what, cublasGetStatusString(s));
+}
 
 template <typename T>
 Status UploadAs(const std::vector<float>& host, T** dev) {
@@ -101,10 +111,10 @@ struct Mirror::Impl {
   std::vector<cudaEvent_t> events;
 
   ~Impl() {
-    if (stream) cudaStreamSynchronize(stream);
-    for (auto e : events) cudaEventDestroy(e);
-    if (blas) cublasDestroy(blas);
-    if (stream) cudaStreamDestroy(stream);
+    if (stream) WarnIfError(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    for (auto e : events) WarnIfError(cudaEventDestroy(e), "cudaEventDestroy");
+    if (blas) WarnIfError(cublasDestroy(blas), "cublasDestroy");
+    if (stream) WarnIfError(cudaStreamDestroy(stream), "cudaStreamDestroy");
     // Weights and buffers are freed with the process (bench only).
   }
 
@@ -317,9 +327,12 @@ StatusOr<double> GemmTflops(const std::string& dtype, int n, int reps) {
     MB_CUDA(cudaEventElapsedTime(&x, e0, e1));
     if (r >= 3) ms.push_back(x);
   }
-  cublasDestroy(h);
-  cudaFree(a); cudaFree(bm); cudaFree(cm);
-  cudaEventDestroy(e0); cudaEventDestroy(e1);
+  MB_BLAS(cublasDestroy(h));
+  MB_CUDA(cudaFree(a));
+  MB_CUDA(cudaFree(bm));
+  MB_CUDA(cudaFree(cm));
+  MB_CUDA(cudaEventDestroy(e0));
+  MB_CUDA(cudaEventDestroy(e1));
   return 2.0 * n * double(n) * n / (Median(ms) / 1e3) / 1e12;
 }
 
@@ -349,9 +362,12 @@ StatusOr<double> ShapeTflops(int t, int n, int kk, int reps) {
     MB_CUDA(cudaEventElapsedTime(&v, e0, e1));
     if (r >= 3) ms.push_back(v);
   }
-  cublasDestroy(h);
-  cudaFree(x); cudaFree(w); cudaFree(y);
-  cudaEventDestroy(e0); cudaEventDestroy(e1);
+  MB_BLAS(cublasDestroy(h));
+  MB_CUDA(cudaFree(x));
+  MB_CUDA(cudaFree(w));
+  MB_CUDA(cudaFree(y));
+  MB_CUDA(cudaEventDestroy(e0));
+  MB_CUDA(cudaEventDestroy(e1));
   return 2.0 * t * double(n) * kk / (Median(ms) / 1e3) / 1e12;
 }
 
@@ -364,8 +380,9 @@ std::string GpuName() {
 
 std::string DriverAndRuntime() {
   int d = 0, r = 0;
-  cudaDriverGetVersion(&d);
-  cudaRuntimeGetVersion(&r);
+  if (cudaDriverGetVersion(&d) != cudaSuccess || cudaRuntimeGetVersion(&r) != cudaSuccess) {
+    return "?";
+  }
   return "driver API " + std::to_string(d / 1000) + "." + std::to_string(d % 1000 / 10) +
          ", runtime " + std::to_string(r / 1000) + "." + std::to_string(r % 1000 / 10);
 }
