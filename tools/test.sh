@@ -4,7 +4,8 @@
 #   2. every unit and integration test under AddressSanitizer + UBSan (--config=asan);
 #   3. the tests tagged "tsan" (segment, collection, gRPC and attach concurrency)
 #      under ThreadSanitizer;
-#   4. each libFuzzer target for FUZZ_SECONDS (default 45) over its seed corpus.
+#   4. each libFuzzer target (Bazel, clang, --config=fuzz) for FUZZ_SECONDS
+#      (default 45) over its seed corpus.
 # CUDA tests are behind --config=cuda and run on a GPU machine (README, "GPU").
 # Counts are test cases from each target's JUnit XML; a target that died before
 # writing its XML counts as one failure.
@@ -59,10 +60,16 @@ PY
 run_suite asan 'tests(//...) except attr(tags, manual, //...)'
 run_suite tsan 'attr(tags, tsan, tests(//...)) except attr(tags, manual, //...)'
 
+# The fuzz targets build with clang in their own Bazel output base
+# (tests/fuzz/run_fuzzers.sh says why); one "FUZZ <target> PASS|FAIL" line each.
 echo "=== fuzzing (${FUZZ_SECONDS:-45} s a target)"
 fuzz_log=$(mktemp)
-bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log"
-echo "$(grep -c ' PASS' "$fuzz_log") $(grep -c ' FAIL' "$fuzz_log") 0" >>"$RESULTS"
+fuzz_status=0
+bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log" || fuzz_status=$?
+fuzz_pass=$(grep -c '^FUZZ [^ ]* PASS' "$fuzz_log")
+fuzz_fail=$(grep -c '^FUZZ [^ ]* FAIL' "$fuzz_log")
+((fuzz_status == 0 || fuzz_fail > 0)) || fuzz_fail=1  # died without a verdict
+echo "$fuzz_pass $fuzz_fail 0" >>"$RESULTS"
 rm -f "$fuzz_log"
 
 awk '{p += $1; f += $2; s += $3} END {
