@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# One device call: tests (carried binaries), then MiniLM/bge-base throughput mma vs simt.
+# One device call: tests, then MiniLM/bge-base throughput mma vs simt, all from a bundle:
+#   Here:   tools/bundle.sh --cuda //embed:cuda_encoder_test //embed:reference_test \
+#             //embed:segment_sink_test //bench/gpu:gpu_embed_bench
+#   There:  bash bench/gpu/run_attention_device.sh   (carry dist/zerovec-cuda.tar.xz;
+#           ZV_BUNDLE names another bundle, see bench/gpu/bundle.sh)
 set -uo pipefail
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-R=build-cuda/run
+source bench/gpu/bundle.sh
+R=$BUNDLE/bin
+T=$BUNDLE/bin/run-test  # a test from its runfiles root, as under bazel test
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > /tmp/env.txt 2>&1; cat /tmp/env.txt
-if ! $R/cuda_encoder_test --gtest_list_tests > /dev/null 2>&1; then
-  echo "carried binaries do not run: building here"; bash embed/build_cuda.sh build-cuda > /tmp/build.log 2>&1; tail -5 /tmp/build.log
-  for b in cuda_encoder_test reference_test segment_sink_test; do cp build-cuda/$b $R/; done
-fi
 python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck1.log 2>&1 &
 P1=$!
 python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
 P2=$!
 {
   cat /tmp/env.txt
-  echo "== cuda_encoder_test"; timeout 100 $R/cuda_encoder_test; rc=$?; echo "rc=$rc t=$(el)"
+  echo "== cuda_encoder_test"; timeout 100 $T cuda_encoder_test; rc=$?; echo "rc=$rc t=$(el)"
   if (( rc != 0 )); then
     echo "== cuda_encoder_test with ZV_CUDA_ATTENTION=simt (diagnostic)"
-    ZV_CUDA_ATTENTION=simt timeout 60 $R/cuda_encoder_test --gtest_filter=-*MmaAttention*; echo "rc=$? t=$(el)"
+    ZV_CUDA_ATTENTION=simt timeout 60 $T cuda_encoder_test --gtest_filter=-*MmaAttention*; echo "rc=$? t=$(el)"
   fi
-  echo "== reference_test"; timeout 60 $R/reference_test; echo "rc=$? t=$(el)"
-  echo "== segment_sink_test"; timeout 30 $R/segment_sink_test; echo "rc=$? t=$(el)"
+  echo "== reference_test"; timeout 60 $T reference_test; echo "rc=$? t=$(el)"
+  echo "== segment_sink_test"; timeout 30 $T segment_sink_test; echo "rc=$? t=$(el)"
 } > $OUT/tests.log 2>&1
 grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|min cosine|device:|ingest of|Failure|Expected|Which is" $OUT/tests.log | cut -c1-220
 wait $P1; echo "ckpt minilm t=$(el)"; tail -1 /tmp/ck1.log

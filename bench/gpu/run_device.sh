@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The packed GPU benchmark: one command on the GPU machine (H200), from the repo root.
-#   Here (Debian 12):  python3 bench/gpu/make_texts.py && bench/gpu/build_host.sh
-#   There:             bash bench/gpu/run_device.sh [DEADLINE_S]    (carry .gpubench/bin, .gpubench/lib)
+#   Here (Debian 12):  python3 bench/gpu/make_texts.py &&
+#                      tools/bundle.sh --cuda //bench/gpu:gpu_embed_bench //bench/gpu:ingest_bench
+#   There:             bash bench/gpu/run_device.sh [DEADLINE_S]    (carry dist/zerovec-cuda.tar.xz)
+# The programs run from that bundle (bench/gpu/bundle.sh finds or unpacks it; ZV_BUNDLE
+# names another bundle folder or tarball); its lib/ has every library they need
+# beyond glibc, libstdc++ and CUDA, found through RUNPATH.
 # Writes $OUT/summary.md, $OUT/run.log and $OUT/gpubench.tar.gz (every JSON and log);
 # re-written after each step, so a run stopped at its limit still returns what it did.
 # Steps past DEADLINE_S seconds (default 450) are skipped or cut short.
@@ -49,21 +53,12 @@ P1=$!
 python3 bench/gpu/make_checkpoint.py --shape bge-base --out "$W/bge-base" > "$W/ckpt_bge.log" 2>&1 &
 P2=$!
 
-# Carried libraries: keep only those this machine lacks.
-mkdir -p "$W/lib"
-for f in .gpubench/lib/*; do
-  n=$(basename "$f")
-  ldconfig -p | grep -q "/$n\$" && echo "system has $n" >> "$W/libs.txt" || { cp "$f" "$W/lib/"; echo "carried $n" >> "$W/libs.txt"; }
-done
-export LD_LIBRARY_PATH=$W/lib
-EMB=.gpubench/bin/gpu_embed_bench
-ING=.gpubench/bin/ingest_bench
-{ echo "--- ldd gpu_embed_bench"; ldd $EMB; echo "--- ldd ingest_bench"; ldd $ING; } >> "$W/libs.txt" 2>&1
-grep -c carried "$W/libs.txt" | sed 's/^/carried libs: /'
-if ldd $EMB | grep -q "not found" || ! { $EMB >/dev/null 2>&1; [[ $? -ne 127 ]]; }; then
-  echo "carried gpu_embed_bench does not load here: building it here"
-  bench/gpu/build_device.sh "$W/build" > "$W/build_device.log" 2>&1 && EMB=$W/build/gpu_embed_bench
-fi
+source bench/gpu/bundle.sh
+EMB=$BUNDLE/bin/gpu_embed_bench
+ING=$BUNDLE/bin/ingest_bench
+{ echo "bundle: $BUNDLE"; cat "$BUNDLE/README.txt"; echo "--- ldd gpu_embed_bench"; ldd $EMB
+  echo "--- ldd ingest_bench"; ldd $ING; } > "$W/libs.txt" 2>&1
+ldd $EMB | grep "not found" && echo "gpu_embed_bench: libraries missing (see libs.txt)"
 ldd $ING | grep "not found" && echo "ingest_bench: libraries missing (see libs.txt)"
 wait $P1 $P2
 tail -n1 "$W/ckpt_minilm.log" "$W/ckpt_bge.log"
