@@ -4,8 +4,10 @@
 #   tools/bundle.sh --cuda //tools:zerovec //bench:embed_corpus_bench \
 #       //bench:search_load //embed:cuda_encoder_test //embed:segment_sink_test \
 #       //tests/gpu:e2e_test
-#   python3 bench/corpus/make_passages.py && xz -T2 -k .corpus/passages.jsonl
-# There (carry dist/zerovec-cuda and .corpus/passages.jsonl.xz):
+#   python3 bench/corpus/make_passages.py
+#   bench/gpu/pack_for_device.sh     # .device/: the bundle (model left out: the
+#                                    # checkout has it) and the passages, short
+# There (carry .device):
 #   bash bench/gpu/product_device.sh [DEADLINE_S]
 # Steps: the GPU tests from the bundle; the whole `zerovec build` of the 1M
 # passages on CUDA with the bundled model and with a MiniLM-shape checkpoint,
@@ -16,10 +18,13 @@ set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-540}
 OUT=${OUT:-/tmp/product_out}
-B=${BUNDLE:-dist/zerovec-cuda}
-Z=$B/bin/zerovec
 W=/tmp/zvprod
-mkdir -p "$W" "$OUT"
+B=$W/bundle
+Z=$B/bin/zerovec
+mkdir -p "$W" "$OUT" "$B"
+tar -xJf .device/zerovec-cuda.tar.xz -C "$B" --strip-components=1
+mkdir -p "$B/share/zerovec/models"
+cp -r models/zerovec-mini "$B/share/zerovec/models/"
 el() { echo $(($(date +%s) - T0)); }
 SUM=$OUT/summary.txt
 note() { echo "$*" | tee -a "$SUM"; }
@@ -55,26 +60,25 @@ export ZEROVEC=$PWD/$Z
 step gpu_e2e_test 180 "$B/bin/run-test" e2e_test
 
 # 2. The corpus: 1M+ passages of Debian text.
-xz -dc .corpus/passages.jsonl.xz >"$W/passages.jsonl"
-note "passages: $(wc -l <"$W/passages.jsonl") lines, $(du -h "$W/passages.jsonl" | cut -f1)"
-head -n 20000 "$W/passages.jsonl" >"$W/passages20k.jsonl"
+# Plain text, one passage a line (ids line-N), each cut to 160 characters.
+xz -dc .device/passages.txt.xz >"$W/passages.txt"
+note "passages: $(wc -l <"$W/passages.txt") lines, $(du -h "$W/passages.txt" | cut -f1)"
+head -n 5000 "$W/passages.txt" >"$W/passages5k.txt"
 # Queries: the first words of passages from further down the file.
-sed -n '500000,501999p' "$W/passages.jsonl" |
-  python3 -c 'import json,sys
-for l in sys.stdin: print(" ".join(json.loads(l)["text"].split()[:8]))' >"$W/queries.txt"
+sed -n '500000,501999p' "$W/passages.txt" | cut -d' ' -f1-8 >"$W/queries.txt"
 
 # 3. Bundled model: encoder alone, then the whole build, same texts.
-step encoder_mini 90 "$B/bin/embed_corpus_bench" --input "$W/passages.jsonl" \
+step encoder_mini 90 "$B/bin/embed_corpus_bench" --input "$W/passages.txt" \
   --device cuda --repeat 2
 step build_mini 120 "$Z" build --data "$W/d_mini" --collection p \
-  --input "$W/passages.jsonl" --device cuda
+  --input "$W/passages.txt" --device cuda
 
 # 4. MiniLM shape (random weights; the same kernels as the real checkpoint).
 python3 bench/gpu/make_checkpoint.py --shape minilm --out "$W/minilm" >"$OUT/ckpt.log" 2>&1
-step encoder_minilm 120 "$B/bin/embed_corpus_bench" --input "$W/passages.jsonl" \
+step encoder_minilm 120 "$B/bin/embed_corpus_bench" --input "$W/passages.txt" \
   --model "$W/minilm" --device cuda --repeat 2
 step build_minilm 150 "$Z" build --data "$W/d_minilm" --collection p \
-  --input "$W/passages.jsonl" --model "$W/minilm" --device cuda
+  --input "$W/passages.txt" --model "$W/minilm" --device cuda
 
 # 5. Serve on CUDA over the 1M rows: text search at 1/16/64 clients.
 serve_load() { # serve_load NAME DEVICE
@@ -90,11 +94,11 @@ serve_load() { # serve_load NAME DEVICE
 serve_load cuda cuda
 serve_load cpu cpu
 
-# 6. The CPU on this host's cores, on a 20k subset (the whole 1M would take
+# 6. The CPU on this host's cores, on a 5k subset (the whole 1M would take
 # an hour): encoder alone and the whole build.
 CUDA_VISIBLE_DEVICES= step encoder_cpu 90 "$B/bin/embed_corpus_bench" \
-  --input "$W/passages20k.jsonl" --device cpu --repeat 1
+  --input "$W/passages5k.txt" --device cpu --repeat 1
 CUDA_VISIBLE_DEVICES= step build_cpu 120 "$Z" build \
-  --data "$W/d_cpu" --collection p --input "$W/passages20k.jsonl" --device cpu
+  --data "$W/d_cpu" --collection p --input "$W/passages5k.txt" --device cpu
 
 note "total t=$(el)s"
