@@ -70,9 +70,14 @@ echo "bundle: building ${labels[*]} (${flavour})"
 bazel build "${BUILD_FLAGS[@]}" "${labels[@]}"
 bin_dir=$(bazel info "${BAZEL_FLAGS[@]}" bazel-bin 2>/dev/null)
 
-rm -rf "$out" "$out.tar.xz"
+# Assembled in a staging folder beside DIR and moved into place at the end, so
+# a concurrent run or a reader of DIR never sees half a bundle.
+mkdir -p "$(dirname "$out")"
+final=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
+staging=$(mktemp -d "$final.staging.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
+out=$staging/$(basename "$final")
 mkdir -p "$out/bin" "$out/lib" "$out/share/zerovec/models"
-out=$(cd "$out" && pwd)
 
 is_elf() { [[ $(head -c4 "$1" | od -An -c | tr -d ' ') == 177ELF ]]; }
 
@@ -228,8 +233,13 @@ share/zerovec/            tests' runfiles; default model models/zerovec-mini
 needs: $glibc, $glibcxx, $cxxabi
 EOF
 
-tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T2 -9 >"$out.tar.xz"
-echo "bundle: $out ($(du -sb "$out" | cut -f1) bytes: bin $(du -sb "$out/bin" | cut -f1)," \
-  "lib $(du -sb "$out/lib" | cut -f1), share $(du -sb "$out/share" | cut -f1))"
-echo "bundle: $out.tar.xz ($(stat -c %s "$out.tar.xz") bytes)"
-echo "bundle: needs $glibc, $glibcxx, $cxxabi; libraries: $(cd "$out/lib" && echo *)"
+tar -C "$staging" -cf - "$(basename "$out")" | xz -T2 -9 >"$out.tar.xz"
+sizes="$(du -sb "$out" | cut -f1) bytes: bin $(du -sb "$out/bin" | cut -f1),\
+ lib $(du -sb "$out/lib" | cut -f1), share $(du -sb "$out/share" | cut -f1)"
+libs=$(cd "$out/lib" && echo *)
+rm -rf "$final" "$final.tar.xz"
+mv "$out" "$final"
+mv "$out.tar.xz" "$final.tar.xz"
+echo "bundle: $final ($sizes)"
+echo "bundle: $final.tar.xz ($(stat -c %s "$final.tar.xz") bytes)"
+echo "bundle: needs $glibc, $glibcxx, $cxxabi; libraries: $libs"
