@@ -103,26 +103,34 @@ struct CollectionInfo {
 using RowFiller = std::function<Status(std::span<float* const> rows)>;
 
 // Rows reserved by BulkAppender::Reserve: rows[i] is row first + i, dim
-// floats to fill in place.
+// floats to fill in place. The flags are the appender's bookkeeping.
 struct ReservedRows {
   uint64_t first = 0;
   std::vector<float*> rows;
+  bool independent = false;   // no id repeats an earlier one: stage anywhere
+  bool staged = false;        // rows checked, segment ids set
+  bool meta_written = false;  // metadata already in the store
 };
 
-// Bulk loading with the stages overlapped: Reserve hands out rows past every
-// earlier reservation, to be filled in place from any thread (e.g. by a GPU
-// encoder) while earlier batches are still being committed; Commit validates
-// and publishes the oldest reservation with its records, exactly as Upsert
-// would (existing ids replaced; on error nothing of that batch is visible and
-// the appender refuses further calls). Reserve and Commit may run on different
-// threads. The appender holds the collection's writer lock while it lives:
-// other writers wait, searches do not. Destroy it on the thread that created
-// it, before the collection.
+// Bulk loading with the stages overlapped:
+//   Reserve(records)  rows past every earlier reservation, in call order;
+//   (fill the rows in place from any thread, e.g. by a GPU encoder)
+//   Stage(rows, ...)  optional, any thread, concurrently for different
+//                     reservations: checks the rows and, where no id repeats
+//                     an earlier reservation's, writes their metadata;
+//   Commit(rows, ...) in reservation order: stages if not yet done, then
+//                     publishes, exactly as Upsert would (existing ids
+//                     replaced).
+// On an error nothing of that batch is visible and the appender refuses
+// further calls. The appender holds the collection's writer lock while it
+// lives: other writers wait, searches do not. Destroy it on the thread that
+// created it, before the collection.
 class BulkAppender {
  public:
   virtual ~BulkAppender() = default;
-  virtual StatusOr<ReservedRows> Reserve(size_t n) = 0;
-  virtual Status Commit(const ReservedRows& rows,
+  virtual StatusOr<ReservedRows> Reserve(std::span<const Record> records) = 0;
+  virtual Status Stage(ReservedRows& rows, std::span<const Record> records) = 0;
+  virtual Status Commit(ReservedRows& rows,
                         std::span<const Record> records) = 0;
   // The segment's writable extent mappings so far (reserved rows lie in
   // them), e.g. to register with a GPU encoder so it stores rows directly.

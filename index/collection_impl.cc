@@ -260,8 +260,15 @@ Status CollectionImpl::UpsertImpl(
 Status CollectionImpl::PublishRows(
     uint64_t first, std::span<const Record> records,
     const std::function<bool(size_t)>& known_new) {
+  ZV_ASSIGN_OR_RETURN(std::vector<uint64_t> replaced,
+                      WriteRowMeta(first, records, known_new));
+  return PublishWritten(first, records, replaced);
+}
+
+StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
+    uint64_t first, std::span<const Record> records,
+    const std::function<bool(size_t)>& known_new) {
   Generation& g = *g_;
-  shm::Writer& w = *g.writer;
   const std::string& name = meta_.name;
   const uint64_t n = records.size();
   // 2. Metadata, durable before the rows become visible.
@@ -280,6 +287,16 @@ Status CollectionImpl::PublishRows(
     batch.PutId(name, records[i].id, e);
   }
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
+  return replaced;
+}
+
+Status CollectionImpl::PublishWritten(uint64_t first,
+                                      std::span<const Record> records,
+                                      const std::vector<uint64_t>& replaced) {
+  Generation& g = *g_;
+  shm::Writer& w = *g.writer;
+  const std::string& name = meta_.name;
+  const uint64_t n = records.size();
   // 3. Publish; 4. retire the replaced rows.
   {
     std::unique_lock<RwLock> l(mu_);
@@ -322,15 +339,17 @@ class BulkAppenderImpl : public BulkAppender {
   BulkAppenderImpl(CollectionImpl& c, std::unique_lock<std::mutex> writer_lock)
       : c_(c), writer_lock_(std::move(writer_lock)) {
     next_row_ = c_.g_->writer->committed();
-    // Into a collection that starts empty, an id not seen earlier in this
-    // load cannot be stored yet: its id entry needs no lookup.
+    // Into a collection that starts empty, an id not seen in an earlier
+    // reservation of this load cannot be stored yet: its metadata can be
+    // written before earlier batches are, with no lookup.
     fresh_ = next_row_ == 0;
   }
 
-  StatusOr<ReservedRows> Reserve(size_t n) override {
+  StatusOr<ReservedRows> Reserve(std::span<const Record> records) override {
     std::lock_guard<std::mutex> lock(mu_);
     ZV_RETURN_IF_ERROR(failed_);
     ZV_RETURN_IF_ERROR(c_.CheckAlive());
+    const size_t n = records.size();
     shm::Writer& w = *c_.g_->writer;
     ReservedRows out;
     out.first = next_row_;
@@ -343,6 +362,14 @@ class BulkAppenderImpl : public BulkAppender {
       for (size_t i = 0; i < n; ++i) out.rows[i] = w.MutableRow(next_row_ + i);
     }
     next_row_ += n;
+    // Ids are marked in reservation order, so a repeat is always the later
+    // batch, which then waits for its ordered Commit to look the id up.
+    out.independent = fresh_;
+    for (size_t i = 0; i < n && fresh_; ++i) {
+      if (!seen_.Insert(static_cast<uint64_t>(HashId(records[i].id)))) {
+        out.independent = false;
+      }
+    }
     return out;
   }
 
@@ -351,7 +378,15 @@ class BulkAppenderImpl : public BulkAppender {
     return c_.g_->writer->MappedRanges();
   }
 
-  Status Commit(const ReservedRows& reserved,
+  Status Stage(ReservedRows& reserved,
+               std::span<const Record> records) override {
+    if (reserved.staged) return OkStatus();
+    Status s = StageImpl(reserved, records);
+    if (!s.ok()) Fail(s);
+    return s;
+  }
+
+  Status Commit(ReservedRows& reserved,
                 std::span<const Record> records) override {
     {
       // A caller's ordering mistake changes nothing: no need to give up.
@@ -364,28 +399,34 @@ class BulkAppenderImpl : public BulkAppender {
       }
     }
     Status s = CommitImpl(reserved, records);
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failed_.ok()) failed_ = s;
-    }
+    if (!s.ok()) Fail(s);
     return s;
   }
 
  private:
-  Status CommitImpl(const ReservedRows& reserved,
-                    std::span<const Record> records) {
+  void Fail(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.ok()) failed_ = s;
+  }
+
+  Status CheckUsable() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ZV_RETURN_IF_ERROR(failed_);
     }
-    ZV_RETURN_IF_ERROR(c_.CheckAlive());
+    return c_.CheckAlive();
+  }
+
+  // Checks the filled rows, sets their segment ids and, for an independent
+  // batch, writes its metadata (concurrently with other batches' stages).
+  Status StageImpl(ReservedRows& reserved, std::span<const Record> records) {
+    ZV_RETURN_IF_ERROR(CheckUsable());
     if (records.size() != reserved.rows.size()) {
       return InvalidArgumentError(
           "bulk commit: " + std::to_string(records.size()) + " records for " +
           std::to_string(reserved.rows.size()) + " reserved rows");
     }
     ZV_RETURN_IF_ERROR(ValidateRecords(records));
-    if (records.empty()) return OkStatus();
     const uint32_t dim = c_.meta_.options.dim;
     for (size_t i = 0; i < records.size(); ++i) {
       const float* row = reserved.rows[i];
@@ -397,13 +438,6 @@ class BulkAppenderImpl : public BulkAppender {
                                            "rows[" + std::to_string(i) + "]"));
       }
     }
-    std::vector<bool> known_new(records.size(), false);
-    if (fresh_) {
-      for (size_t i = 0; i < records.size(); ++i) {
-        known_new[i] =
-            seen_.Insert(static_cast<uint64_t>(HashId(records[i].id)));
-      }
-    }
     {
       std::shared_lock<RwLock> l(c_.mu_);  // no extent added meanwhile
       shm::Writer& w = *c_.g_->writer;
@@ -413,16 +447,37 @@ class BulkAppenderImpl : public BulkAppender {
         w.SetId(reserved.first + i, HashId(records[i].id));
       }
     }
-    return c_.PublishRows(reserved.first, records,
-                          [&](size_t i) { return bool(known_new[i]); });
+    if (reserved.independent && !records.empty()) {
+      // Rows past the committed count: a crash now leaves entries that
+      // reconcile drops, exactly as for a batch that never published.
+      ZV_ASSIGN_OR_RETURN(auto replaced,
+                          c_.WriteRowMeta(reserved.first, records,
+                                          [](size_t) { return true; }));
+      (void)replaced;  // none: every id is new
+      reserved.meta_written = true;
+    }
+    reserved.staged = true;
+    return OkStatus();
+  }
+
+  Status CommitImpl(ReservedRows& reserved, std::span<const Record> records) {
+    ZV_RETURN_IF_ERROR(Stage(reserved, records));
+    ZV_RETURN_IF_ERROR(CheckUsable());
+    if (records.empty()) return OkStatus();
+    if (reserved.meta_written) {
+      return c_.PublishWritten(reserved.first, records, {});
+    }
+    // Some id may be stored already (an earlier batch, or before this load):
+    // look each up, in order, as Upsert does.
+    return c_.PublishRows(reserved.first, records, nullptr);
   }
 
   CollectionImpl& c_;
   std::unique_lock<std::mutex> writer_lock_;
-  std::mutex mu_;  // guards next_row_ and failed_
+  std::mutex mu_;  // guards next_row_, seen_ and failed_
   uint64_t next_row_ = 0;
   bool fresh_ = false;
-  U64Set seen_;  // id hashes committed by this appender
+  U64Set seen_;  // id hashes reserved by this appender
   Status failed_;
 };
 

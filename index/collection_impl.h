@@ -91,6 +91,14 @@ class CollectionImpl : public Collection {
   // write_mu_.
   Status PublishRows(uint64_t first, std::span<const Record> records,
                      const std::function<bool(size_t)>& known_new);
+  // Step 2 alone (the rows' metadata); returns the rows it replaces. Any
+  // thread: takes no collection lock.
+  StatusOr<std::vector<uint64_t>> WriteRowMeta(
+      uint64_t first, std::span<const Record> records,
+      const std::function<bool(size_t)>& known_new);
+  // Steps 3-4 after WriteRowMeta. Caller holds write_mu_.
+  Status PublishWritten(uint64_t first, std::span<const Record> records,
+                        const std::vector<uint64_t>& replaced);
   Status CheckAlive() const;
 
   std::shared_ptr<MetaStore> store_;

@@ -252,8 +252,10 @@ TEST_F(CollectionTest, BulkAppendOverlapsFillAndCommitsInOrder) {
     auto appender = c->StartBulkAppend();
     ASSERT_TRUE(appender.ok()) << appender.status();
     std::vector<ReservedRows> reserved;
+    const std::vector<Record> batches[3] = {
+        Records(50, 500, "b"), Records(550, 500), Records(1050, 500)};
     for (size_t b = 0; b < 3; ++b) {  // 3 x 500 rows, crossing extents
-      auto r = (*appender)->Reserve(500);
+      auto r = (*appender)->Reserve(batches[b]);
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_EQ(r->first, 100 + 500 * b);
       reserved.push_back(std::move(r).value());
@@ -270,18 +272,19 @@ TEST_F(CollectionTest, BulkAppendOverlapsFillAndCommitsInOrder) {
     }
     for (auto& t : fillers) t.join();
     // Batch 1 before batch 0: refused, nothing published.
-    EXPECT_EQ((*appender)->Commit(reserved[1], Records(1500, 500)).code(),
+    EXPECT_EQ((*appender)->Commit(reserved[1], batches[1]).code(),
               StatusCode::kFailedPrecondition);
     EXPECT_EQ(c->Describe().rows, 100u);
     // Batch 0 replaces doc-50..doc-99 (ids 50..549).
-    ASSERT_TRUE((*appender)->Commit(reserved[0], Records(50, 500, "b")).ok());
+    ASSERT_TRUE((*appender)->Commit(reserved[0], batches[0]).ok());
     EXPECT_EQ(c->Describe().rows, 600u);
     EXPECT_EQ(c->Describe().live_rows, 550u);
     EXPECT_EQ(TopIds(*c, &fresh[0], 1), std::vector<std::string>{IdOf(50)});
     reserved[1].rows[7][3] = std::nanf("");
-    EXPECT_EQ((*appender)->Commit(reserved[1], Records(550, 500)).code(),
+    EXPECT_EQ((*appender)->Commit(reserved[1], batches[1]).code(),
               StatusCode::kInvalidArgument);
-    EXPECT_FALSE((*appender)->Reserve(10).ok());  // refuses after a failure
+    EXPECT_FALSE(
+        (*appender)->Reserve(Records(9, 1)).ok());  // refuses after a failure
     EXPECT_EQ(c->Describe().rows, 600u);
   }
   // The writer lock is released: a plain upsert works again.
@@ -297,8 +300,56 @@ TEST_F(CollectionTest, BulkAppendOverlapsFillAndCommitsInOrder) {
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 3u);
   EXPECT_EQ((*got)[1].record.text, "text of doc-50b");
-  EXPECT_EQ((*got)[1].vector,
-            std::vector<float>(&fresh[0], &fresh[kDim]));
+  EXPECT_EQ((*got)[1].vector, std::vector<float>(&fresh[0], &fresh[kDim]));
+}
+
+// Into an empty collection, batches stage concurrently and out of order (their
+// metadata written before earlier batches publish); a batch repeating an
+// earlier batch's id is looked up at its ordered commit, so the later record
+// wins, as with Upsert.
+TEST_F(CollectionTest, BulkAppendStagesIndependentBatchesConcurrently) {
+  CollectionOptions o;
+  o.dim = kDim;
+  o.rows_per_extent = 1000;
+  auto c = db_->CreateCollection("c", o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<float> v = RandomVectors(2000, kDim, 21, true);
+  std::vector<std::vector<Record>> batches;
+  for (size_t b = 0; b < 4; ++b) batches.push_back(Records(b * 500, 500));
+  batches[3][7] = Records(3, 1, "again")[0];  // repeats batch 0's doc-3
+  {
+    auto appender = (*c)->StartBulkAppend();
+    ASSERT_TRUE(appender.ok());
+    std::vector<ReservedRows> reserved;
+    for (auto& b : batches) reserved.push_back(*(*appender)->Reserve(b));
+    EXPECT_TRUE(reserved[0].independent);
+    EXPECT_FALSE(reserved[3].independent);
+    std::vector<std::thread> stagers;
+    for (size_t b = 4; b-- > 0;) {
+      stagers.emplace_back([&, b] {
+        for (size_t i = 0; i < 500; ++i) {
+          std::memcpy(reserved[b].rows[i], &v[(b * 500 + i) * kDim],
+                      kDim * sizeof(float));
+        }
+        EXPECT_TRUE((*appender)->Stage(reserved[b], batches[b]).ok());
+      });
+    }
+    for (auto& t : stagers) t.join();
+    EXPECT_EQ((*c)->Describe().rows, 0u);  // staged is not published
+    for (size_t b = 0; b < 4; ++b) {
+      ASSERT_TRUE((*appender)->Commit(reserved[b], batches[b]).ok()) << b;
+    }
+  }
+  EXPECT_EQ((*c)->Describe().rows, 2000u);
+  EXPECT_EQ((*c)->Describe().live_rows, 1999u);  // doc-3 once, doc-1507 never
+  const std::vector<std::string> ids = {IdOf(3), IdOf(1999)};
+  auto got = (*c)->Get(ids);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].record.text, "text of doc-3again");
+  EXPECT_EQ((*got)[0].vector,
+            std::vector<float>(&v[1507 * kDim], &v[1508 * kDim]));
+  EXPECT_EQ(TopIds(**c, &v[3 * kDim], 1)[0] == IdOf(3), false);
 }
 
 TEST_F(CollectionTest, CompactionDropsTombstonesAndAttachedReadersFollow) {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -40,8 +41,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Chunks queued between the reader and the committer. Two are being embedded
-// (one per GPU bulk lane) while others are read and committed.
-constexpr size_t kMaxChunksInFlight = 4;
+// (one per GPU bulk lane) while others are staged (each on its own thread)
+// and committed.
+constexpr size_t kMaxChunksInFlight = 6;
 // A chunk closes at this many bytes of text, whatever --batch says, so a
 // corpus of long documents keeps memory bounded.
 constexpr size_t kMaxChunkTextBytes = 16 << 20;
@@ -58,6 +60,10 @@ struct Chunk {
   std::future<Status> embedded;  // valid when the embedder fills the rows
   double fraction = 0;           // of the input consumed once this is stored
   uint64_t skipped = 0;          // input records skipped before this chunk
+  // Rows filled and staged (checked, metadata written where independent), on
+  // a thread of its own. Last member: destroyed first, so its task has ended
+  // before the rows and texts it reads go away.
+  std::future<Status> ready;
 };
 
 // Seconds each stage spent, for the closing report.
@@ -66,8 +72,11 @@ struct StageTimes {
   double resume = 0;      // skip-if-stored lookups, duplicate drains
   double fill = 0;        // reserving rows, copying vectors, submitting texts
   double queue_full = 0;  // reader blocked: the committer is behind
-  double embed_wait = 0;  // committer waiting for embedded rows
-  double commit = 0;      // RocksDB batch, publication, index add
+  double embed_wait = 0;  // committer waiting for rows to be embedded + staged
+  double stage = 0;       // staging (row checks, RocksDB batches), summed over
+                          // the chunks' threads, which overlap
+  double commit = 0;      // in-order publication (+ metadata where an id
+                          // repeats), index add
 };
 
 struct BuildStats {
@@ -177,11 +186,8 @@ class Pipeline {
       cv_.notify_all();
     }
     reader.join();
-    // Chunks left behind after a failure: wait for their rows before the
-    // texts they borrow go away. Their rows stay unpublished.
-    for (Chunk& c : queue_) {
-      if (c.embedded.valid()) (void)c.embedded.get();
-    }
+    // Chunks left behind after a failure: destroying one waits for its task
+    // (Chunk::ready). Their rows stay unpublished.
     queue_.clear();
     // Nothing is in flight now: the mappings may go (the description names
     // the sink that was used, so read it first).
@@ -195,7 +201,7 @@ class Pipeline {
  private:
   // ---- reader thread
   Status ReadAll(CorpusRecord record, std::optional<uint64_t> vector_row) {
-    Chunk chunk;
+    auto chunk = std::make_unique<Chunk>();
     size_t chunk_text_bytes = 0;
     bool chunk_embeds = false;
     uint64_t skipped = 0;
@@ -208,16 +214,16 @@ class Pipeline {
       t = now;
     };
     auto flush = [&]() -> Status {
-      if (chunk.records.empty()) return OkStatus();
+      if (chunk->records.empty()) return OkStatus();
       lap(&times_.read);
-      ZV_RETURN_IF_ERROR(Fill(chunk, chunk_embeds, jsonl_vectors, file_rows));
-      chunk.fraction = source_.fraction();
-      chunk.skipped = std::exchange(skipped, 0);
+      ZV_RETURN_IF_ERROR(Fill(*chunk, chunk_embeds, jsonl_vectors, file_rows));
+      chunk->fraction = source_.fraction();
+      chunk->skipped = std::exchange(skipped, 0);
       lap(&times_.fill);
       const bool pushed = Push(std::move(chunk));
       lap(&times_.queue_full);
       if (!pushed) return CancelledError("stopped");
-      chunk = Chunk();
+      chunk = std::make_unique<Chunk>();
       chunk_text_bytes = 0;
       jsonl_vectors.clear();
       file_rows.clear();
@@ -240,7 +246,7 @@ class Pipeline {
               collection_.name() + " has dim " + std::to_string(dim_));
         }
         // Chunks are homogeneous: flush when the kind changes.
-        if (!chunk.records.empty() && embeds != chunk_embeds) {
+        if (!chunk->records.empty() && embeds != chunk_embeds) {
           ZV_RETURN_IF_ERROR(flush());
         }
         chunk_embeds = embeds;
@@ -251,14 +257,14 @@ class Pipeline {
         r.metadata = std::move(record.metadata);
         r.timestamp_ms = record.timestamp_ms;
         chunk_text_bytes += r.text.size();
-        chunk.records.push_back(std::move(r));
+        chunk->records.push_back(std::move(r));
         if (vector_row) {
           file_rows.push_back(*vector_row);
         } else if (!embeds) {
           jsonl_vectors.push_back(std::move(record.vector));
           record.vector = {};
         }
-        if (chunk.records.size() >= chunk_rows_ ||
+        if (chunk->records.size() >= chunk_rows_ ||
             chunk_text_bytes >= kMaxChunkTextBytes) {
           ZV_RETURN_IF_ERROR(flush());
         }
@@ -275,9 +281,9 @@ class Pipeline {
     ZV_RETURN_IF_ERROR(flush());
     lap(&times_.read);
     if (skipped > 0) {
-      Chunk tail;  // only counts skipped records
-      tail.fraction = 1.0;
-      tail.skipped = skipped;
+      auto tail = std::make_unique<Chunk>();  // only counts skipped records
+      tail->fraction = 1.0;
+      tail->skipped = skipped;
       if (!Push(std::move(tail))) return CancelledError("stopped");
     }
     return OkStatus();
@@ -305,9 +311,9 @@ class Pipeline {
   }
 
   Status Fill(Chunk& chunk, bool embeds,
-              const std::vector<std::vector<float>>& jsonl_vectors,
-              const std::vector<uint64_t>& file_rows) {
-    ZV_ASSIGN_OR_RETURN(chunk.rows, appender_.Reserve(chunk.records.size()));
+              std::vector<std::vector<float>>& jsonl_vectors,
+              std::vector<uint64_t>& file_rows) {
+    ZV_ASSIGN_OR_RETURN(chunk.rows, appender_.Reserve(chunk.records));
     if (embeds) {
       // New extents are registered so a GPU encoder can store rows there
       // directly (where the kernel allows pinning the mapping; else the
@@ -322,28 +328,40 @@ class Pipeline {
       for (const auto& r : chunk.records) chunk.texts.push_back(r.text);
       // The embedder writes straight into the segment rows.
       chunk.embedded = embedder_->Submit(chunk.texts, chunk.rows.rows);
-    } else if (!file_rows.empty()) {
-      const VectorFile& file = *source_.vectors();
-      for (size_t i = 0; i < file_rows.size(); ++i) {
-        std::memcpy(chunk.rows.rows[i], file.Row(file_rows[i]),
-                    dim_ * sizeof(float));
-      }
-    } else {
-      for (size_t i = 0; i < jsonl_vectors.size(); ++i) {
-        std::memcpy(chunk.rows.rows[i], jsonl_vectors[i].data(),
-                    dim_ * sizeof(float));
-      }
     }
+    // Waits for (or copies) the rows, then stages them, overlapping other
+    // chunks: copying vectors into fresh segment pages (page faults) and
+    // writing metadata are the costly parts of a precomputed-vector load.
+    chunk.ready =
+        std::async(std::launch::async, [this, c = &chunk,
+                                        vectors = std::move(jsonl_vectors),
+                                        rows = std::move(file_rows)]() {
+          Status s = c->embedded.valid() ? c->embedded.get() : OkStatus();
+          const auto t1 = Clock::now();
+          if (const VectorFile* file = source_.vectors(); !rows.empty()) {
+            for (size_t i = 0; i < rows.size(); ++i) {
+              std::memcpy(c->rows.rows[i], file->Row(rows[i]),
+                          dim_ * sizeof(float));
+            }
+          }
+          for (size_t i = 0; i < vectors.size(); ++i) {
+            std::memcpy(c->rows.rows[i], vectors[i].data(),
+                        dim_ * sizeof(float));
+          }
+          if (s.ok()) s = appender_.Stage(c->rows, c->records);
+          std::lock_guard<std::mutex> lock(mu_);
+          stage_seconds_ += Seconds(Clock::now() - t1);
+          return s;
+        });
     return OkStatus();
   }
 
-  bool Push(Chunk chunk) {
+  bool Push(std::unique_ptr<Chunk> chunk) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return stop_ || queue_.size() < kMaxChunksInFlight; });
     if (stop_) {
-      // Not queued: wait here so the rows it borrows outlive the embedding.
       lock.unlock();
-      if (chunk.embedded.valid()) (void)chunk.embedded.get();
+      chunk.reset();  // waits for its task
       return false;
     }
     queue_.push_back(std::move(chunk));
@@ -362,7 +380,7 @@ class Pipeline {
   // ---- committer (calling thread)
   Status CommitAll() {
     for (;;) {
-      Chunk chunk;
+      std::unique_ptr<Chunk> chunk;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return !queue_.empty() || reader_done_; });
@@ -372,19 +390,20 @@ class Pipeline {
         cv_.notify_all();
       }
       auto t0 = Clock::now();
-      if (chunk.embedded.valid()) ZV_RETURN_IF_ERROR(chunk.embedded.get());
+      if (chunk->ready.valid()) ZV_RETURN_IF_ERROR(chunk->ready.get());
       auto t1 = Clock::now();
-      if (!chunk.records.empty()) {
-        ZV_RETURN_IF_ERROR(appender_.Commit(chunk.rows, chunk.records));
+      if (!chunk->records.empty()) {
+        ZV_RETURN_IF_ERROR(appender_.Commit(chunk->rows, chunk->records));
       }
       auto t2 = Clock::now();
       stats_->times.embed_wait += Seconds(t1 - t0);
       stats_->times.commit += Seconds(t2 - t1);
-      stats_->stored += chunk.records.size();
-      stats_->skipped += chunk.skipped;
-      progress_.Update(stats_->stored + stats_->skipped, chunk.fraction);
+      stats_->stored += chunk->records.size();
+      stats_->skipped += chunk->skipped;
+      progress_.Update(stats_->stored + stats_->skipped, chunk->fraction);
       std::lock_guard<std::mutex> lock(mu_);
       ++committed_;
+      stats_->times.stage = stage_seconds_;
       cv_.notify_all();
     }
   }
@@ -405,7 +424,8 @@ class Pipeline {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Chunk> queue_;
+  std::deque<std::unique_ptr<Chunk>> queue_;
+  double stage_seconds_ = 0;
   uint64_t pushed_ = 0, committed_ = 0;
   bool stop_ = false, reader_done_ = false;
   Status reader_status_;
@@ -610,9 +630,11 @@ int RunBuild(const std::vector<std::string>& args) {
   const StageTimes& t = stats.times;
   std::snprintf(line, sizeof(line),
                 "build: stage seconds: read+parse %.2f, resume checks %.2f, "
-                "reserve+fill/submit %.2f, reader blocked %.2f | embed wait "
-                "%.2f, commit (RocksDB+publish+index) %.2f\n",
-                t.read, t.resume, t.fill, t.queue_full, t.embed_wait, t.commit);
+                "reserve+submit %.2f, reader blocked %.2f | chunk tasks "
+                "(vector copy, row checks, RocksDB; parallel, thread-s) %.2f | "
+                "committer: wait for rows %.2f, publish+index %.2f\n",
+                t.read, t.resume, t.fill, t.queue_full, t.stage, t.embed_wait,
+                t.commit);
   std::cout << line;
   if (!stats.device.empty())
     std::cout << "build: device " << stats.device << "\n";

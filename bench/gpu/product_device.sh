@@ -56,7 +56,7 @@ step() { # step NAME MAX_SECONDS CMD...: runs CMD, log in $OUT/NAME.log
 # 1. The GPU tests, from the bundle.
 step cuda_encoder_test 120 "$B/bin/run-test" cuda_encoder_test
 step segment_sink_test 60 "$B/bin/run-test" segment_sink_test
-export ZEROVEC=$PWD/$Z
+export ZEROVEC=$Z
 step gpu_e2e_test 180 "$B/bin/run-test" e2e_test
 
 # 2. The corpus: 1M+ passages of Debian text.
