@@ -8,7 +8,7 @@ PACKAGES=(
   g++ clang libclang-rt-14-dev clang-format
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
   libfaiss-dev librocksdb-dev libboost-dev libgtest-dev libgmock-dev libopenblas-dev liblapack-dev
-  nlohmann-json3-dev libsimdjson-dev patchelf
+  nlohmann-json3-dev libsimdjson-dev patchelf xz-utils
   python3 python3-grpcio python3-grpc-tools python3-numpy
   wordnet-base
 )
