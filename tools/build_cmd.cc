@@ -52,14 +52,23 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// Writes a zero into every page of each row (rows are not yet published), so
+// their page faults happen on the calling thread.
+void PrefaultRows(std::span<float* const> rows, uint32_t dim) {
+  constexpr uint32_t kFloatsPerPage = 4096 / sizeof(float);
+  for (float* row : rows) {
+    for (uint32_t j = 0; j < dim; j += kFloatsPerPage) row[j] = 0.0f;
+    row[dim - 1] = 0.0f;
+  }
+}
+
 // One batch on its way through the pipeline.
 struct Chunk {
   std::vector<index::Record> records;
   std::vector<std::string_view> texts;  // into records[i].text, when embedded
   index::ReservedRows rows;
-  std::future<Status> embedded;  // valid when the embedder fills the rows
-  double fraction = 0;           // of the input consumed once this is stored
-  uint64_t skipped = 0;          // input records skipped before this chunk
+  double fraction = 0;   // of the input consumed once this is stored
+  uint64_t skipped = 0;  // input records skipped before this chunk
   // Rows filled and staged (checked, metadata written where independent), on
   // a thread of its own. Last member: destroyed first, so its task has ended
   // before the rows and texts it reads go away.
@@ -326,8 +335,6 @@ class Pipeline {
       }
       chunk.texts.reserve(chunk.records.size());
       for (const auto& r : chunk.records) chunk.texts.push_back(r.text);
-      // The embedder writes straight into the segment rows.
-      chunk.embedded = embedder_->Submit(chunk.texts, chunk.rows.rows);
     }
     // Waits for (or copies) the rows, then stages them, overlapping other
     // chunks: copying vectors into fresh segment pages (page faults) and
@@ -336,7 +343,16 @@ class Pipeline {
         std::async(std::launch::async, [this, c = &chunk,
                                         vectors = std::move(jsonl_vectors),
                                         rows = std::move(file_rows)]() {
-          Status s = c->embedded.valid() ? c->embedded.get() : OkStatus();
+          Status s = OkStatus();
+          if (!c->texts.empty()) {
+            // Fault the rows' fresh pages in here, on this chunk's thread:
+            // otherwise the encoder's worker takes each fault while it
+            // stores the rows, between its GPU batches (page faults are
+            // dear, under a sandboxing kernel especially).
+            PrefaultRows(c->rows.rows, dim_);
+            // The embedder writes straight into the segment rows.
+            s = embedder_->Submit(c->texts, c->rows.rows).get();
+          }
           const auto t1 = Clock::now();
           if (const VectorFile* file = source_.vectors(); !rows.empty()) {
             for (size_t i = 0; i < rows.size(); ++i) {

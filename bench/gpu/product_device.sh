@@ -53,11 +53,14 @@ step() { # step NAME MAX_SECONDS CMD...: runs CMD, log in $OUT/NAME.log
   echo "bundle: $(du -sh "$B" | cut -f1)"
 } | tee "$SUM"
 
+# ZV_BUILDS_ONLY=1: only the build measurements (steps 2-4), for a quick rerun.
+ONLY_BUILDS=${ZV_BUILDS_ONLY:-0}
+
 # 1. The GPU tests, from the bundle.
-step cuda_encoder_test 120 "$B/bin/run-test" cuda_encoder_test
-step segment_sink_test 60 "$B/bin/run-test" segment_sink_test
+((ONLY_BUILDS)) || step cuda_encoder_test 120 "$B/bin/run-test" cuda_encoder_test
+((ONLY_BUILDS)) || step segment_sink_test 60 "$B/bin/run-test" segment_sink_test
 export ZEROVEC=$Z
-step gpu_e2e_test 180 "$B/bin/run-test" e2e_test
+((ONLY_BUILDS)) || step gpu_e2e_test 180 "$B/bin/run-test" e2e_test
 
 # 2. The corpus: 1M+ passages of Debian text.
 # Plain text, one passage a line (ids line-N), each cut to 160 characters.
@@ -72,6 +75,13 @@ step encoder_mini 90 "$B/bin/embed_corpus_bench" --input "$W/passages.txt" \
   --device cuda --repeat 2
 step build_mini 120 "$Z" build --data "$W/d_mini" --collection p \
   --input "$W/passages.txt" --device cuda
+# The same with the data directory on tmpfs, where the GPU can store rows
+# straight into the segment (sink=host-registered) if the host allows pinning.
+if mkdir -p /dev/shm/zvprod 2>/dev/null; then
+  step build_mini_shm 120 "$Z" build --data /dev/shm/zvprod/d_mini --collection p \
+    --input "$W/passages.txt" --device cuda
+  rm -rf /dev/shm/zvprod
+fi
 
 # 4. MiniLM shape (random weights; the same kernels as the real checkpoint).
 python3 bench/gpu/make_checkpoint.py --shape minilm --out "$W/minilm" >"$OUT/ckpt.log" 2>&1
@@ -91,14 +101,16 @@ serve_load() { # serve_load NAME DEVICE
   kill -TERM $pid
   wait $pid
 }
-serve_load cuda cuda
-serve_load cpu cpu
+if ((!ONLY_BUILDS)); then
+  serve_load cuda cuda
+  serve_load cpu cpu
+fi
 
 # 6. The CPU on this host's cores, on a 5k subset (the whole 1M would take
 # an hour): encoder alone and the whole build.
-CUDA_VISIBLE_DEVICES= step encoder_cpu 90 "$B/bin/embed_corpus_bench" \
+((ONLY_BUILDS)) || CUDA_VISIBLE_DEVICES= step encoder_cpu 90 "$B/bin/embed_corpus_bench" \
   --input "$W/passages5k.txt" --device cpu --repeat 1
-CUDA_VISIBLE_DEVICES= step build_cpu 120 "$Z" build \
+((ONLY_BUILDS)) || CUDA_VISIBLE_DEVICES= step build_cpu 120 "$Z" build \
   --data "$W/d_cpu" --collection p --input "$W/passages5k.txt" --device cpu
 
 note "total t=$(el)s"
