@@ -10,8 +10,10 @@
 //
 // Stages overlap; the queue bounds memory (kMaxChunksInFlight chunks). A bad
 // line stops the build: what came before it is committed, nothing from it on.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -52,13 +54,41 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// Writes a zero into every page of each row (rows are not yet published), so
-// their page faults happen on the calling thread.
+// Faults in the pages of each row (rows are not yet published), so the page
+// faults happen on the calling thread: one madvise(MADV_POPULATE_WRITE) per
+// contiguous run of rows where the kernel has it (Linux 5.14+), else a zero
+// written into every page.
 void PrefaultRows(std::span<float* const> rows, uint32_t dim) {
-  constexpr uint32_t kFloatsPerPage = 4096 / sizeof(float);
-  for (float* row : rows) {
-    for (uint32_t j = 0; j < dim; j += kFloatsPerPage) row[j] = 0.0f;
-    row[dim - 1] = 0.0f;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  constexpr uintptr_t kPage = 4096;
+  static std::atomic<bool> populate_works{true};
+  size_t begin = 0;
+  while (begin < rows.size()) {
+    // A run: rows at one stride from each other (one extent).
+    size_t end = begin + 1;
+    const ptrdiff_t stride = end < rows.size() ? rows[end] - rows[begin] : 0;
+    while (end < rows.size() && rows[end] - rows[end - 1] == stride &&
+           stride > 0) {
+      ++end;
+    }
+    const uintptr_t lo =
+        reinterpret_cast<uintptr_t>(rows[begin]) & ~(kPage - 1);
+    const uintptr_t hi =
+        (reinterpret_cast<uintptr_t>(rows[end - 1] + dim) + kPage - 1) &
+        ~(kPage - 1);
+    if (!populate_works.load(std::memory_order_relaxed) ||
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) !=
+            0) {
+      populate_works.store(false, std::memory_order_relaxed);
+      constexpr uint32_t kFloatsPerPage = kPage / sizeof(float);
+      for (size_t i = begin; i < end; ++i) {
+        for (uint32_t j = 0; j < dim; j += kFloatsPerPage) rows[i][j] = 0.0f;
+        rows[i][dim - 1] = 0.0f;
+      }
+    }
+    begin = end;
   }
 }
 
