@@ -7,30 +7,34 @@
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: zerovec <command> [flags]\n"
-    "\n"
-    "commands:\n"
-    "  build   --data DIR --collection NAME --input FILE [--model DIR|none]\n"
-    "          [--index flat|hnsw|ivfpq] [--batch N] [--format "
-    "auto|jsonl|text]\n"
-    "          (a JSONL line's \"vector\": [..] is stored as given, not "
-    "embedded;\n"
-    "          --model none when every line has one)\n"
-    "  serve   [--data DIR] [--listen HOST:PORT] [--model DIR|none]\n"
-    "          [--auth-token-file F] [--port-file F] [--max-batch N] [--max-k "
-    "N]\n"
-    "          [--max-text-bytes N] [--max-message-bytes N] "
-    "[--max-concurrent-requests N]\n"
-    "  query   --server ADDR --collection NAME (--text T | --vector-file F) "
-    "[-k N]\n"
-    "          [--namespace NS] [--ef-search N] [--json] [--auth-token-file "
-    "F]\n"
-    "  attach  --data DIR --collection NAME (--text T | --vector-file F) [-k "
-    "N]\n"
-    "          [--namespace NS] [--json] [--model DIR]\n"
-    "\n"
-    "exit codes: 0 ok, 2 usage error, 1 other error\n";
+constexpr char kUsage[] = R"(usage: zerovec <command> [flags]
+
+commands:
+  build   --data DIR --collection NAME --input FILE [--model DIR|none]
+          [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
+          [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
+          Loads a corpus in one pass: JSONL ({"id","text","namespace",
+          "metadata","timestamp_ms"}, or "vector": [..] stored as given),
+          plain text (a document a line), or .npy / .fvecs vectors (ids from
+          --ids, one a line, else row numbers). Re-running skips stored ids; a
+          bad line stops it with file:line, keeping what came before.
+          --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU).
+  serve   [--data DIR] [--listen HOST:PORT] [--model DIR|none]
+          [--device auto|cpu|cuda|cuda:N] [--auth-token-file F] [--port-file F]
+          [--max-batch N] [--max-k N] [--max-text-bytes N]
+          [--max-message-bytes N] [--max-concurrent-requests N]
+  query   --server ADDR --collection NAME (--text T | --vector-file F) [-k N]
+          [--namespace NS] [--ef-search N] [--json] [--auth-token-file F]
+  attach  --data DIR --collection NAME (--text T | --vector-file F) [-k N]
+          [--namespace NS] [--json] [--model DIR] [--device auto|cpu|cuda[:N]]
+          [--quiet]
+
+--device auto (default): CUDA when this build has it and a GPU is present, else
+the CPU; cuda / cuda:N fail clearly where there is none. The model defaults to
+models/zerovec-mini here or beside the program in a bundle.
+
+exit codes: 0 ok, 2 usage error, 1 other error
+)";
 
 }  // namespace
 
