@@ -62,6 +62,34 @@ echo "0 0 0.8 0.6" >q4.vec
 "$ZEROVEC" attach --data vdata --collection vecs --vector-file q4.vec -k 1 --json >out 2>err
 check "attach precomputed vectors" 0 $?
 contains "nearest precomputed vector" out '"id":"v3"'
+# Binary vectors: .npy written by numpy (ids from --ids, else row numbers) and .fvecs.
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 -c '
+import numpy as np, struct
+v = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0.6, 0.8]], dtype=np.float32)
+np.save("vecs.npy", v)
+np.save("vecs_f8.npy", v.astype(np.float64))
+with open("vecs.fvecs", "wb") as f:
+    for row in v: f.write(struct.pack("<i", 4) + row.tobytes())
+'
+  printf 'n1\nn2\nn3\n' >ids.txt
+  "$ZEROVEC" build --data vdata --collection npy --input vecs.npy --ids ids.txt >out 2>err
+  check "build from .npy with --ids" 0 $?
+  contains "npy rows stored" out "stored 3 rows"
+  "$ZEROVEC" attach --data vdata --collection npy --vector-file q4.vec -k 1 --json >out 2>err
+  contains "npy id from --ids" out '"id":"n3"'
+  "$ZEROVEC" build --data vdata --collection fv --input vecs.fvecs >out 2>err
+  check "build from .fvecs" 0 $?
+  "$ZEROVEC" attach --data vdata --collection fv --vector-file q4.vec -k 1 --json >out 2>err
+  contains "fvecs id is the row number" out '"id":"2"'
+  "$ZEROVEC" build --data vdata --collection f8 --input vecs_f8.npy >out 2>err
+  check "float64 .npy refused" 1 $?
+  contains "dtype named" err "vecs_f8.npy"
+  "$ZEROVEC" build --data vdata --collection x --input corpus.jsonl --ids ids.txt 2>err
+  check "--ids with JSONL" 2 $?
+else
+  echo "ok: (numpy missing: .npy cases not run)"
+fi
 printf '{"id": "a", "vector": [1, 0]}\n{"id": "b", "vector": [1, 0, 0]}\n' >mixdim.jsonl
 "$ZEROVEC" build --data vdata --collection vecs2 --input mixdim.jsonl --model none >out 2>err
 check "vectors of two sizes" 1 $?
