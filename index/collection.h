@@ -120,7 +120,8 @@ struct ReservedRows {
 //                     an earlier reservation's, writes their metadata;
 //   Commit(rows, ...) in reservation order: stages if not yet done, then
 //                     publishes, exactly as Upsert would (existing ids
-//                     replaced).
+//                     replaced);
+//   Finish()          makes it durable.
 // On an error nothing of that batch is visible and the appender refuses
 // further calls. The appender holds the collection's writer lock while it
 // lives: other writers wait, searches do not. Destroy it on the thread that
@@ -135,6 +136,11 @@ class BulkAppender {
   // The segment's writable extent mappings so far (reserved rows lie in
   // them), e.g. to register with a GPU encoder so it stores rows directly.
   virtual std::vector<shm::Writer::MappedRange> MappedRanges() const = 0;
+  // Makes everything committed so far durable (staged metadata is written
+  // without the write-ahead log, unless the collection syncs: a crash before
+  // Finish loses the metadata of rows since the last flush, and reopening
+  // drops those rows, so a resumed load redoes them). The destructor calls it.
+  virtual Status Finish() = 0;
 };
 
 class Collection {

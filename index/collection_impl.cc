@@ -1,5 +1,6 @@
 #include "index/collection_impl.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -267,7 +268,7 @@ Status CollectionImpl::PublishRows(
 
 StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
     uint64_t first, std::span<const Record> records,
-    const std::function<bool(size_t)>& known_new) {
+    const std::function<bool(size_t)>& known_new, bool wal) {
   Generation& g = *g_;
   const std::string& name = meta_.name;
   const uint64_t n = records.size();
@@ -286,7 +287,11 @@ StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
     batch.PutRow(name, g.number, first + i, records[i]);
     batch.PutId(name, records[i].id, e);
   }
-  ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
+  if (wal) {
+    ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
+  } else {
+    ZV_RETURN_IF_ERROR(store_->WriteWithoutLog(batch));
+  }
   return replaced;
 }
 
@@ -376,6 +381,13 @@ class BulkAppenderImpl : public BulkAppender {
   std::vector<shm::Writer::MappedRange> MappedRanges() const override {
     std::shared_lock<RwLock> l(c_.mu_);
     return c_.g_->writer->MappedRanges();
+  }
+
+  ~BulkAppenderImpl() override { (void)Finish(); }
+
+  Status Finish() override {
+    if (!unlogged_.exchange(false)) return OkStatus();
+    return c_.store_->Flush();
   }
 
   Status Stage(ReservedRows& reserved,
@@ -484,6 +496,7 @@ class BulkAppenderImpl : public BulkAppender {
   bool fresh_ = false;
   U64Set seen_;  // id hashes reserved by this appender
   Status failed_;
+  std::atomic<bool> unlogged_{false};  // metadata written without the WAL
 };
 
 StatusOr<std::unique_ptr<BulkAppender>> CollectionImpl::StartBulkAppend() {

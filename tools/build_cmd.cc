@@ -8,8 +8,9 @@
 //   this thread:    wait for the rows -> commit in order (RocksDB WriteBatch,
 //                   publish, index add) -> progress
 //
-// Stages overlap; the queue bounds memory (kMaxChunksInFlight chunks). A bad
-// line stops the build: what came before it is committed, nothing from it on.
+// Stages overlap; the queue bounds memory (--inflight chunks, default 16). A
+// bad line stops the build: what came before it is committed, nothing from it
+// on.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -45,7 +46,10 @@ using Clock = std::chrono::steady_clock;
 // Chunks queued between the reader and the committer. Two are being embedded
 // (one per GPU bulk lane) while others are staged (each on its own thread)
 // and committed.
-constexpr size_t kMaxChunksInFlight = 6;
+// By Little's law the rows a second are the rows in flight over a chunk's time
+// from reading to commit; RocksDB and tokenizing make that time long, so
+// enough chunks must be in flight (16 x 16384 rows on a GPU).
+constexpr int64_t kDefaultChunksInFlight = 16;
 // A chunk closes at this many bytes of text, whatever --batch says, so a
 // corpus of long documents keeps memory bounded.
 constexpr size_t kMaxChunkTextBytes = 16 << 20;
@@ -197,14 +201,15 @@ class Pipeline {
  public:
   Pipeline(Source& source, index::Collection& collection,
            index::BulkAppender& appender, embed::Embedder* embedder,
-           uint32_t dim, size_t chunk_rows, bool resume, Progress& progress,
-           BuildStats* stats)
+           uint32_t dim, size_t chunk_rows, size_t max_in_flight, bool resume,
+           Progress& progress, BuildStats* stats)
       : source_(source),
         collection_(collection),
         appender_(appender),
         embedder_(embedder),
         dim_(dim),
         chunk_rows_(chunk_rows),
+        max_in_flight_(max_in_flight),
         resume_(resume),
         progress_(progress),
         stats_(stats) {}
@@ -404,7 +409,7 @@ class Pipeline {
 
   bool Push(std::unique_ptr<Chunk> chunk) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || queue_.size() < kMaxChunksInFlight; });
+    cv_.wait(lock, [&] { return stop_ || queue_.size() < max_in_flight_; });
     if (stop_) {
       lock.unlock();
       chunk.reset();  // waits for its task
@@ -460,6 +465,7 @@ class Pipeline {
   embed::Embedder* embedder_;
   const uint32_t dim_;
   const size_t chunk_rows_;
+  const size_t max_in_flight_;
   const bool resume_;
   Progress& progress_;
   BuildStats* stats_;
@@ -514,6 +520,8 @@ Status Build(const Flags& flags, BuildStats* stats,
                       IndexDescriptor(flags.Get("index", "flat")));
   ZV_ASSIGN_OR_RETURN(const int64_t batch_flag,
                       flags.GetInt("batch", 0, 0, 1 << 20));
+  ZV_ASSIGN_OR_RETURN(const int64_t in_flight,
+                      flags.GetInt("inflight", kDefaultChunksInFlight, 1, 256));
   ZV_ASSIGN_OR_RETURN(const InputKind kind,
                       InputKindOf(input, flags.Get("format", "auto")));
   ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions device,
@@ -621,16 +629,20 @@ Status Build(const Flags& flags, BuildStats* stats,
   auto appender = collection->StartBulkAppend();
   if (!appender.ok()) return fail(appender.status());
   Pipeline pipeline(*source, *collection, **appender, embedder.get(), dim,
-                    chunk_rows, resume, progress, stats);
+                    chunk_rows, static_cast<size_t>(in_flight), resume,
+                    progress, stats);
   Status s = pipeline.Run(std::move(first), first_row);
   const StageTimes& r = pipeline.reader_times();
   stats->times.read = r.read;
   stats->times.resume = r.resume;
   stats->times.fill = r.fill;
   stats->times.queue_full = r.queue_full;
+  // Durable before we say so (also after an error: what was committed stays).
+  Status finished = (*appender)->Finish();
   appender->reset();
   if (!pipeline.device().empty()) stats->device = pipeline.device();
   if (!s.ok()) return fail(s);
+  if (!finished.ok()) return fail(finished);
   progress.Finish(stats->stored + stats->skipped);
   return OkStatus();
 }
@@ -656,7 +668,7 @@ int Fail(const std::string& command, const Status& s, bool usage) {
 int RunBuild(const std::vector<std::string>& args) {
   auto flags = Flags::Parse(args,
                             {"data", "collection", "input", "model", "index",
-                             "batch", "format", "device", "ids"},
+                             "batch", "format", "device", "ids", "inflight"},
                             {});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;

@@ -18,7 +18,8 @@ commands:
           plain text (a document a line), or .npy / .fvecs vectors (ids from
           --ids, one a line, else row numbers). Re-running skips stored ids; a
           bad line stops it with file:line, keeping what came before.
-          --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU).
+          --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
+          --inflight: chunks in flight at once (default 16; bounds memory).
   serve   [--data DIR] [--listen HOST:PORT] [--model DIR|none]
           [--device auto|cpu|cuda|cuda:N] [--auth-token-file F] [--port-file F]
           [--max-batch N] [--max-k N] [--max-text-bytes N]
