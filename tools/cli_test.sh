@@ -5,24 +5,10 @@ set -uo pipefail
 
 ZEROVEC="$PWD/tools/zerovec"
 MODEL="$PWD/models/zerovec-mini"  # the bundled default model
+CHECKS="$PWD/tests/shell/checks.sh"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cli_test.XXXXXX")"
 cd "$WORK"
-failures=0
-SERVER_PID=""
-cleanup() { [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null; }
-trap cleanup EXIT
-
-check() {  # check NAME EXPECTED_RC ACTUAL_RC
-  if [[ "$2" != "$3" ]]; then
-    echo "FAIL: $1: exit $3, expected $2"; failures=$((failures + 1))
-  else
-    echo "ok: $1"
-  fi
-}
-contains() {  # contains NAME FILE TEXT
-  if grep -qF -- "$3" "$2"; then echo "ok: $1"; else
-    echo "FAIL: $1: '$3' not in $2:"; cat "$2"; failures=$((failures + 1)); fi
-}
+source "$CHECKS"
 
 [[ -f "$MODEL/model.safetensors" ]] || { echo "FAIL: bundled model missing"; exit 1; }
 ln -s "$MODEL" model
