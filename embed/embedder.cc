@@ -164,8 +164,8 @@ class EmbedderImpl : public Embedder {
       if (model.ok()) {
         cuda_ = *std::move(model);
         ZV_ASSIGN_OR_RETURN(auto encoder, cuda_->NewEncoder());
-        interactive_ = std::make_unique<Lane>(std::move(encoder), &tokenizer_,
-                                              max_tokens);
+        interactive_ =
+            std::make_unique<Lane>(std::move(encoder), &tokenizer_, max_tokens);
         // Two bulk lanes, each on its own stream: one tokenizes and stages
         // its next job while the other's batch runs on the GPU.
         for (int i = 0; i < kCudaBulkLanes; ++i) {
