@@ -1,7 +1,8 @@
 // CUDA encoder: agreement with the CPU encoder and the PyTorch reference, the
 // segment sink mode, and concurrent submission. Skips where no GPU exists.
-// Built only with
-// --config=cuda (Bazel) or embed/build_cuda.sh.
+// Built only with --config=cuda; on a GPU host, from the bundle:
+// tools/bundle.sh --cuda //embed:cuda_encoder_test, there bin/run-test
+// cuda_encoder_test.
 #include "embed/cuda_encoder.h"
 
 #include <gtest/gtest.h>
