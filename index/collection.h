@@ -136,10 +136,9 @@ class BulkAppender {
   // The segment's writable extent mappings so far (reserved rows lie in
   // them), e.g. to register with a GPU encoder so it stores rows directly.
   virtual std::vector<shm::Writer::MappedRange> MappedRanges() const = 0;
-  // Makes everything committed so far durable (staged metadata is written
-  // without the write-ahead log, unless the collection syncs: a crash before
-  // Finish loses the metadata of rows since the last flush, and reopening
-  // drops those rows, so a resumed load redoes them). The destructor calls it.
+  // Flushes the metadata of everything committed to disk (the RocksDB
+  // memtables), so a finished load does not depend on replaying the log. The
+  // destructor calls it.
   virtual Status Finish() = 0;
 };
 

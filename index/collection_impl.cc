@@ -268,7 +268,7 @@ Status CollectionImpl::PublishRows(
 
 StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
     uint64_t first, std::span<const Record> records,
-    const std::function<bool(size_t)>& known_new, bool wal) {
+    const std::function<bool(size_t)>& known_new) {
   Generation& g = *g_;
   const std::string& name = meta_.name;
   const uint64_t n = records.size();
@@ -287,11 +287,7 @@ StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
     batch.PutRow(name, g.number, first + i, records[i]);
     batch.PutId(name, records[i].id, e);
   }
-  if (wal) {
-    ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
-  } else {
-    ZV_RETURN_IF_ERROR(store_->WriteWithoutLog(batch));
-  }
+  ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
   return replaced;
 }
 
@@ -386,7 +382,7 @@ class BulkAppenderImpl : public BulkAppender {
   ~BulkAppenderImpl() override { (void)Finish(); }
 
   Status Finish() override {
-    if (!unlogged_.exchange(false)) return OkStatus();
+    if (finished_.exchange(true)) return OkStatus();
     return c_.store_->Flush();
   }
 
@@ -496,7 +492,7 @@ class BulkAppenderImpl : public BulkAppender {
   bool fresh_ = false;
   U64Set seen_;  // id hashes reserved by this appender
   Status failed_;
-  std::atomic<bool> unlogged_{false};  // metadata written without the WAL
+  std::atomic<bool> finished_{false};
 };
 
 StatusOr<std::unique_ptr<BulkAppender>> CollectionImpl::StartBulkAppend() {

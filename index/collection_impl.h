@@ -95,7 +95,7 @@ class CollectionImpl : public Collection {
   // thread: takes no collection lock.
   StatusOr<std::vector<uint64_t>> WriteRowMeta(
       uint64_t first, std::span<const Record> records,
-      const std::function<bool(size_t)>& known_new, bool wal = true);
+      const std::function<bool(size_t)>& known_new);
   // Steps 3-4 after WriteRowMeta. Caller holds write_mu_.
   Status PublishWritten(uint64_t first, std::span<const Record> records,
                         const std::vector<uint64_t>& replaced);

@@ -279,12 +279,6 @@ Status MetaStore::Write(Batch& batch, bool sync) {
   return FromRocks(db_->Write(wo, batch.batch_.get()), "write");
 }
 
-Status MetaStore::WriteWithoutLog(Batch& batch) {
-  rocksdb::WriteOptions wo;
-  wo.disableWAL = true;
-  return FromRocks(db_->Write(wo, batch.batch_.get()), "write");
-}
-
 Status MetaStore::Flush() {
   rocksdb::FlushOptions fo;
   fo.wait = true;

@@ -83,10 +83,6 @@ class MetaStore {
   };
   Batch NewBatch();
   Status Write(Batch& batch, bool sync);
-  // Without the write-ahead log: the batch is in the memtables only, lost in a
-  // crash until Flush() (reconcile on open then drops what lost its
-  // metadata). For bulk loads, where the WAL is the write path's serial part.
-  Status WriteWithoutLog(Batch& batch);
   // Flushes every column family's memtable to disk and waits.
   Status Flush();
 
