@@ -324,14 +324,6 @@ StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
   return options;
 }
 
-bool CudaAvailable() {
-#ifdef ZEROVEC_WITH_CUDA
-  return CudaModel::DeviceAvailable(0);
-#else
-  return false;
-#endif
-}
-
 StatusOr<std::unique_ptr<Embedder>> Embedder::Create(
     const EmbedderOptions& options) {
   ZV_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> ck,

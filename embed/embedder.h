@@ -40,9 +40,6 @@ struct EmbedderOptions {
 StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
                                       EmbedderOptions options = {});
 
-// True when this build has the CUDA encoder and a CUDA device is present.
-bool CudaAvailable();
-
 struct ModelInfo {
   std::string name;    // folder name
   int dim = 0;         // output vector size (hidden size)

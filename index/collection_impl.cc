@@ -255,20 +255,18 @@ Status CollectionImpl::UpsertImpl(
     std::fill(rows[i] + dim, rows[i] + stride, 0.0f);
     w.SetId(first + i, HashId(records[i].id));
   }
-  return PublishRows(first, records, nullptr);
+  return PublishRows(first, records);
 }
 
-Status CollectionImpl::PublishRows(
-    uint64_t first, std::span<const Record> records,
-    const std::function<bool(size_t)>& known_new) {
+Status CollectionImpl::PublishRows(uint64_t first,
+                                   std::span<const Record> records) {
   ZV_ASSIGN_OR_RETURN(std::vector<uint64_t> replaced,
-                      WriteRowMeta(first, records, known_new));
+                      WriteRowMeta(first, records, /*ids_new=*/false));
   return PublishWritten(first, records, replaced);
 }
 
 StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
-    uint64_t first, std::span<const Record> records,
-    const std::function<bool(size_t)>& known_new) {
+    uint64_t first, std::span<const Record> records, bool ids_new) {
   Generation& g = *g_;
   const std::string& name = meta_.name;
   const uint64_t n = records.size();
@@ -277,7 +275,7 @@ StatusOr<std::vector<uint64_t>> CollectionImpl::WriteRowMeta(
   std::vector<uint64_t> replaced;
   for (uint64_t i = 0; i < n; ++i) {
     IdEntry e{g.number, first + i, std::nullopt};
-    if (!known_new || !known_new(i)) {
+    if (!ids_new) {
       ZV_ASSIGN_OR_RETURN(auto old, store_->GetId(name, records[i].id));
       if (old && old->generation == g.number && old->row < first) {
         e.prev_row = old->row;
@@ -463,9 +461,9 @@ class BulkAppenderImpl : public BulkAppender {
     if (reserved.independent && !records.empty()) {
       // Rows past the committed count: a crash now leaves entries that
       // reconcile drops, exactly as for a batch that never published.
-      ZV_ASSIGN_OR_RETURN(auto replaced,
-                          c_.WriteRowMeta(reserved.first, records,
-                                          [](size_t) { return true; }));
+      ZV_ASSIGN_OR_RETURN(
+          auto replaced,
+          c_.WriteRowMeta(reserved.first, records, /*ids_new=*/true));
       (void)replaced;  // none: every id is new
       reserved.meta_written = true;
     }
@@ -482,7 +480,7 @@ class BulkAppenderImpl : public BulkAppender {
     }
     // Some id may be stored already (an earlier batch, or before this load):
     // look each up, in order, as Upsert does.
-    return c_.PublishRows(reserved.first, records, nullptr);
+    return c_.PublishRows(reserved.first, records);
   }
 
   CollectionImpl& c_;
@@ -549,9 +547,21 @@ StatusOr<std::vector<GetResult>> CollectionImpl::Get(
 }
 
 StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
+  // Get's visibility rule without reading the record or the vector: a
+  // resumed bulk load asks this once per input line.
   const std::string ids[] = {id};
-  ZV_ASSIGN_OR_RETURN(auto found, Get(ids));
-  return !found.empty();
+  ZV_RETURN_IF_ERROR(ValidateIds(ids));
+  std::shared_lock<RwLock> l(mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  const shm::Writer& w = *g_->writer;
+  ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
+  if (!e || e->generation != g_->number) return false;
+  uint64_t row = e->row;
+  if (row >= w.committed()) {  // an upsert in flight: the old row counts
+    if (!e->prev_row) return false;
+    row = *e->prev_row;
+  }
+  return !w.IsTombstoned(row);
 }
 
 StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {

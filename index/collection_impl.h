@@ -86,16 +86,14 @@ class CollectionImpl : public Collection {
                     const std::function<Status(std::span<float* const>)>& fill,
                     bool check_rows);
   // Steps 2-4 of the write protocol for rows [first, first + n) that are
-  // filled and carry their segment ids. `known_new(i)`: record i's id is known
-  // not to be stored, so its id entry need not be looked up. Caller holds
-  // write_mu_.
-  Status PublishRows(uint64_t first, std::span<const Record> records,
-                     const std::function<bool(size_t)>& known_new);
-  // Step 2 alone (the rows' metadata); returns the rows it replaces. Any
+  // filled and carry their segment ids. Caller holds write_mu_.
+  Status PublishRows(uint64_t first, std::span<const Record> records);
+  // Step 2 alone (the rows' metadata); returns the rows it replaces. With
+  // `ids_new` the caller knows no id is stored, so none is looked up. Any
   // thread: takes no collection lock.
-  StatusOr<std::vector<uint64_t>> WriteRowMeta(
-      uint64_t first, std::span<const Record> records,
-      const std::function<bool(size_t)>& known_new);
+  StatusOr<std::vector<uint64_t>> WriteRowMeta(uint64_t first,
+                                               std::span<const Record> records,
+                                               bool ids_new);
   // Steps 3-4 after WriteRowMeta. Caller holds write_mu_.
   Status PublishWritten(uint64_t first, std::span<const Record> records,
                         const std::vector<uint64_t>& replaced);

@@ -113,7 +113,7 @@ struct Chunk {
 struct StageTimes {
   double read = 0;        // reading and parsing the input
   double resume = 0;      // skip-if-stored lookups, duplicate drains
-  double fill = 0;        // reserving rows, copying vectors, submitting texts
+  double fill = 0;        // reserving rows (and registering new extents)
   double queue_full = 0;  // reader blocked: the committer is behind
   double embed_wait = 0;  // committer waiting for rows to be embedded + staged
   double stage = 0;       // staging (row checks, RocksDB batches), summed over
@@ -688,7 +688,7 @@ int RunBuild(const std::vector<std::string>& args) {
   const StageTimes& t = stats.times;
   std::snprintf(line, sizeof(line),
                 "build: stage seconds: read+parse %.2f, resume checks %.2f, "
-                "reserve+submit %.2f, reader blocked %.2f | chunk tasks "
+                "reserve rows %.2f, reader blocked %.2f | chunk tasks "
                 "(vector copy, row checks, RocksDB; parallel, thread-s) %.2f | "
                 "committer: wait for rows %.2f, publish+index %.2f\n",
                 t.read, t.resume, t.fill, t.queue_full, t.stage, t.embed_wait,
