@@ -15,7 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "embed/checkpoint.h"
 #include "embed/embedder.h"
+#include "embed/tokenizer.h"
 #include "tools/corpus_reader.h"
 
 namespace {
@@ -60,6 +62,33 @@ int main(int argc, char** argv) {
   }
   const double read_s =
       std::chrono::duration<double>(Clock::now() - t_read).count();
+
+  {
+    // Tokenization alone, one thread: the CPU cost per text that every
+    // pipeline stage around the encoder competes with.
+    auto ck = zv::embed::LoadCheckpoint(model);
+    if (!ck.ok()) {
+      std::fprintf(stderr, "%s\n", ck.status().message().c_str());
+      return 1;
+    }
+    auto tokenizer =
+        zv::embed::Tokenizer::Create((*ck)->vocab, (*ck)->tokenizer_options);
+    if (!tokenizer.ok()) {
+      std::fprintf(stderr, "%s\n", tokenizer.status().message().c_str());
+      return 1;
+    }
+    const size_t n = std::min<size_t>(texts.size(), 200000);
+    size_t tokens = 0;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < n; ++i) tokens += tokenizer->Encode(texts[i]).size();
+    const double secs =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf(
+        "tokenizer alone, 1 thread: %zu texts, %.1f tokens each, %.2f us a "
+        "text = %.0f texts/s\n",
+        n, static_cast<double>(tokens) / std::max<size_t>(n, 1),
+        secs * 1e6 / std::max<size_t>(n, 1), n / secs);
+  }
 
   auto options = zv::embed::ParseDevice(
       kv.count("--device") ? kv["--device"] : std::string("auto"));

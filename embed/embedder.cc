@@ -1,6 +1,8 @@
 #include "embed/embedder.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -85,6 +87,7 @@ class Lane {
   }
 
   Status Process(const Job& job) {
+    const auto t0 = std::chrono::steady_clock::now();
     const size_t n = job.texts.size();
     std::vector<std::vector<int32_t>> ids(n);
     std::vector<int> lengths(n);
@@ -109,7 +112,9 @@ class Lane {
       }
       for (auto& p : parts) p.get();
     }
+    const auto t1 = std::chrono::steady_clock::now();
     std::vector<float*> rows;
+    Status status = OkStatus();
     for (const auto& bucket : BucketByLength(lengths, max_batch_tokens_)) {
       TokenBatch batch;
       rows.clear();
@@ -117,12 +122,24 @@ class Lane {
         batch.Add(ids[i]);
         rows.push_back(job.rows[i]);
       }
-      ZV_RETURN_IF_ERROR(encoder_->Encode(batch, rows));
+      status = encoder_->Encode(batch, rows);
+      if (!status.ok()) break;
     }
-    return OkStatus();
+    const auto t2 = std::chrono::steady_clock::now();
+    tokenize_ns_ += std::chrono::nanoseconds(t1 - t0).count();
+    encode_ns_ += std::chrono::nanoseconds(t2 - t1).count();
+    texts_ += n;
+    return status;
   }
 
  public:
+  void AddStats(LaneStats* s) const {
+    s->lanes += 1;
+    s->texts += texts_.load();
+    s->tokenize_seconds += tokenize_ns_.load() * 1e-9;
+    s->encode_seconds += encode_ns_.load() * 1e-9;
+  }
+
   // Texts queued or in progress (for picking the least busy lane).
   size_t pending() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +155,8 @@ class Lane {
   std::deque<std::unique_ptr<Job>> queue_;
   size_t pending_ = 0;
   bool stop_ = false;
+  std::atomic<int64_t> tokenize_ns_{0}, encode_ns_{0};
+  std::atomic<uint64_t> texts_{0};
   std::thread thread_;  // last: starts after the members it reads
 };
 
@@ -221,6 +240,12 @@ class EmbedderImpl : public Embedder {
 #else
     return false;
 #endif
+  }
+
+  LaneStats bulk_stats() const override {
+    LaneStats s;
+    for (const auto& lane : bulk_) lane->AddStats(&s);
+    return s;
   }
 
   Status EmbedInto(std::span<const std::string_view> texts,

@@ -50,6 +50,15 @@ struct ModelInfo {
   bool normalize = true;
 };
 
+// Where the bulk lanes' time went since the Embedder was made (for a build's
+// closing report: whether the encoder or what feeds it was the limit).
+struct LaneStats {
+  int lanes = 0;
+  uint64_t texts = 0;
+  double tokenize_seconds = 0;  // wall time tokenizing, summed over lanes
+  double encode_seconds = 0;    // wall time in the encoder, summed over lanes
+};
+
 class Embedder {
  public:
   virtual ~Embedder() = default;
@@ -62,6 +71,7 @@ class Embedder {
   virtual std::string device_description() const = 0;
   // True when the encoder runs on a CUDA device.
   virtual bool on_cuda() const = 0;
+  virtual LaneStats bulk_stats() const = 0;
 
   // Embeds texts[i] into out_rows[i] (each >= info().dim floats). Blocks until
   // done.

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 
@@ -350,6 +352,93 @@ TEST_F(CollectionTest, BulkAppendStagesIndependentBatchesConcurrently) {
   EXPECT_EQ((*got)[0].vector,
             std::vector<float>(&v[1507 * kDim], &v[1508 * kDim]));
   EXPECT_EQ(TopIds(**c, &v[3 * kDim], 1)[0] == IdOf(3), false);
+}
+
+// Large independent batches store their metadata as ingested table files. A
+// batch staged (its files ingested) but never committed is dropped when the
+// collection reopens, as a crash would leave it; the ingested entries behave
+// like written ones under later upserts and deletes.
+TEST_F(CollectionTest, BulkAppendIngestsLargeBatchesAndUncommittedOnesDrop) {
+  constexpr size_t kBatch = 5000;  // above the ingestion threshold
+  CollectionOptions o;
+  o.dim = kDim;
+  o.rows_per_extent = 4096;
+  auto c = db_->CreateCollection("c", o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<float> v = RandomVectors(3 * kBatch, kDim, 31, true);
+  std::vector<std::vector<Record>> batches;
+  for (size_t b = 0; b < 3; ++b) batches.push_back(Records(b * kBatch, kBatch));
+  {
+    auto appender = (*c)->StartBulkAppend();
+    ASSERT_TRUE(appender.ok());
+    std::vector<ReservedRows> reserved;
+    for (auto& b : batches) reserved.push_back(*(*appender)->Reserve(b));
+    std::vector<std::thread> stagers;
+    for (size_t b = 0; b < 3; ++b) {
+      ASSERT_TRUE(reserved[b].independent);
+      stagers.emplace_back([&, b] {
+        for (size_t i = 0; i < kBatch; ++i) {
+          std::memcpy(reserved[b].rows[i], &v[(b * kBatch + i) * kDim],
+                      kDim * sizeof(float));
+        }
+        EXPECT_TRUE((*appender)->Stage(reserved[b], batches[b]).ok());
+      });
+    }
+    for (auto& t : stagers) t.join();
+    for (size_t b = 0; b < 2; ++b) {  // the third is never committed
+      ASSERT_TRUE((*appender)->Commit(reserved[b], batches[b]).ok()) << b;
+    }
+  }
+  c->reset();
+  // Table files of a batch that never reached ingestion are removed on open.
+  const auto stray = dir_ / "meta" / "ingest" / "b999.sst";
+  { std::ofstream(stray) << "partial"; }
+  Reopen();
+  EXPECT_FALSE(std::filesystem::exists(stray));
+  c = db_->GetCollection("c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Describe().rows, 2 * kBatch);
+  EXPECT_EQ((*c)->Describe().live_rows, 2 * kBatch);
+  const std::vector<std::string> ids = {IdOf(0), IdOf(kBatch + 17),
+                                        IdOf(2 * kBatch + 3)};
+  auto got = (*c)->Get(ids);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);  // the uncommitted batch's id is not there
+  EXPECT_EQ((*got)[1].record.text, "text of " + IdOf(kBatch + 17));
+  EXPECT_EQ((*got)[1].record.metadata.at("k"),
+            std::to_string((kBatch + 17) % 10));
+  EXPECT_EQ((*got)[1].vector, std::vector<float>(&v[(kBatch + 17) * kDim],
+                                                 &v[(kBatch + 18) * kDim]));
+  EXPECT_EQ(TopIds(**c, &v[(kBatch + 17) * kDim], 1)[0], IdOf(kBatch + 17));
+
+  // Replacing and deleting ingested ids; loading the dropped batch again.
+  ASSERT_TRUE(
+      (*c)->Upsert(Records(17, 1, "new"), std::span(v).subspan(0, kDim)).ok());
+  const std::vector<std::string> gone = {IdOf(18)};
+  ASSERT_TRUE((*c)->Delete(gone).ok());
+  {
+    auto appender = (*c)->StartBulkAppend();
+    ASSERT_TRUE(appender.ok());
+    auto reserved = (*appender)->Reserve(batches[2]);
+    ASSERT_TRUE(reserved.ok());
+    for (size_t i = 0; i < kBatch; ++i) {
+      std::memcpy(reserved->rows[i], &v[(2 * kBatch + i) * kDim],
+                  kDim * sizeof(float));
+    }
+    ASSERT_TRUE((*appender)->Commit(*reserved, batches[2]).ok());
+  }
+  c->reset();
+  Reopen();
+  c = db_->GetCollection("c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->Describe().live_rows, 3 * kBatch - 1);
+  const std::vector<std::string> check = {IdOf(17), IdOf(18),
+                                          IdOf(2 * kBatch + 3)};
+  got = (*c)->Get(check);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].record.text, "text of " + IdOf(17) + "new");
+  EXPECT_EQ((*got)[1].record.text, "text of " + IdOf(2 * kBatch + 3));
 }
 
 TEST_F(CollectionTest, CompactionDropsTombstonesAndAttachedReadersFollow) {

@@ -2,9 +2,12 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace zv::index {
 namespace {
@@ -218,6 +221,17 @@ StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenImpl(
           : rocksdb::DB::Open(options, dir.string(), cfds, &store->cfs_, &db);
   if (!s.ok()) return FromRocks(s, "open " + dir.string());
   store->db_.reset(db);
+  if (secondary == nullptr) {
+    // Table files of a bulk batch that a crash stopped before ingestion: the
+    // batch never published, so they are garbage.
+    store->ingest_dir_ = dir / "ingest";
+    std::filesystem::remove_all(store->ingest_dir_, ec);
+    std::filesystem::create_directories(store->ingest_dir_, ec);
+    if (ec) {
+      return InternalError("meta store: cannot create " +
+                           store->ingest_dir_.string() + ": " + ec.message());
+    }
+  }
   return store;
 }
 
@@ -283,6 +297,96 @@ Status MetaStore::Flush() {
   rocksdb::FlushOptions fo;
   fo.wait = true;
   return FromRocks(db_->Flush(fo, cfs_), "flush");
+}
+
+Status MetaStore::IngestNewRows(const std::string& coll, uint64_t gen,
+                                uint64_t first,
+                                std::span<const Record> records) {
+  if (records.empty()) return OkStatus();
+  if (ingest_dir_.empty()) {
+    return FailedPreconditionError("meta store: read-only instance");
+  }
+  std::vector<std::pair<std::string, std::string>> ids;
+  ids.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    ids.emplace_back(IdKey(coll, records[i].id),
+                     EncodeIdEntry(IdEntry{gen, first + i, std::nullopt}));
+  }
+  std::sort(ids.begin(), ids.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if (ids[i].first == ids[i - 1].first) {
+      return InvalidArgumentError("meta store ingest: id '" +
+                                  ids[i].first.substr(Prefix(coll).size()) +
+                                  "' twice in one batch");
+    }
+  }
+
+  // One file a column family; removed on every path (after a successful
+  // ingestion RocksDB has linked it into the store).
+  std::vector<std::string> paths;
+  struct Cleanup {
+    std::vector<std::string>& paths;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove(p, ec);
+    }
+  } cleanup{paths};
+  std::vector<rocksdb::IngestExternalFileArg> args;
+  rocksdb::IngestExternalFileOptions io;
+  io.move_files = true;  // link, not copy (falls back to a copy)
+  // Writes (key, value) pairs, already in key order, as one table file for
+  // `cf`.
+  auto write_file = [&](int cf, size_t n, const auto& entry) -> Status {
+    if (n == 0) return OkStatus();
+    const std::string path =
+        (ingest_dir_ /
+         ("b" + std::to_string(ingest_files_.fetch_add(1)) + ".sst"))
+            .string();
+    paths.push_back(path);
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(),
+                                  db_->GetOptions(cfs_[cf]), cfs_[cf]);
+    ZV_RETURN_IF_ERROR(FromRocks(writer.Open(path), "ingest open " + path));
+    for (size_t i = 0; i < n; ++i) {
+      auto [key, value] = entry(i);
+      ZV_RETURN_IF_ERROR(FromRocks(writer.Put(key, value), "ingest put"));
+    }
+    ZV_RETURN_IF_ERROR(FromRocks(writer.Finish(), "ingest finish " + path));
+    rocksdb::IngestExternalFileArg arg;
+    arg.column_family = cfs_[cf];
+    arg.external_files = {path};
+    arg.options = io;
+    args.push_back(std::move(arg));
+    return OkStatus();
+  };
+  const std::string gen_prefix = GenPrefix(coll, gen);
+  auto row_key = [&](size_t i) {
+    std::string k = gen_prefix;
+    PutBe64(&k, first + i);
+    return k;
+  };
+  ZV_RETURN_IF_ERROR(write_file(kIds, ids.size(), [&](size_t i) {
+    return std::pair<rocksdb::Slice, rocksdb::Slice>(ids[i].first,
+                                                     ids[i].second);
+  }));
+  std::string key, value;
+  ZV_RETURN_IF_ERROR(write_file(kRows, records.size(), [&](size_t i) {
+    key = row_key(i);
+    value = EncodeRecord(records[i]);
+    return std::pair<rocksdb::Slice, rocksdb::Slice>(key, value);
+  }));
+  // Documents: only rows with text, still in row order.
+  std::vector<size_t> with_text;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].text.empty()) with_text.push_back(i);
+  }
+  ZV_RETURN_IF_ERROR(write_file(kDocuments, with_text.size(), [&](size_t j) {
+    key = row_key(with_text[j]);
+    return std::pair<rocksdb::Slice, rocksdb::Slice>(
+        key, records[with_text[j]].text);
+  }));
+  // Atomic across the column families.
+  return FromRocks(db_->IngestExternalFiles(args), "ingest");
 }
 
 // ----------------------------------------------------------------------------

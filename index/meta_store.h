@@ -7,11 +7,13 @@
 #ifndef ZEROVEC_INDEX_META_STORE_H_
 #define ZEROVEC_INDEX_META_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +87,14 @@ class MetaStore {
   Status Write(Batch& batch, bool sync);
   // Flushes every column family's memtable to disk and waits.
   Status Flush();
+  // Stores records[i] at row first + i of generation `gen` and its id entry
+  // (no prev_row), as sorted table files built on the calling thread and
+  // ingested into the store at once: no log, no memtable, so several bulk
+  // batches build theirs in parallel where Write would serialize them.
+  // Durable on return. The rows and ids must be new to the store and the ids
+  // distinct (an InvalidArgument otherwise, nothing written).
+  Status IngestNewRows(const std::string& coll, uint64_t gen, uint64_t first,
+                       std::span<const Record> records);
 
   StatusOr<std::vector<CollectionMeta>> ListCollections() const;
   StatusOr<std::optional<CollectionMeta>> GetCollection(
@@ -112,6 +122,8 @@ class MetaStore {
       const std::filesystem::path& dir, const std::filesystem::path* secondary);
 
   std::filesystem::path dir_;
+  std::filesystem::path ingest_dir_;  // table files before ingestion
+  std::atomic<uint64_t> ingest_files_{0};
   std::unique_ptr<rocksdb::DB> db_;
   // default, catalog, ids, rows, documents; owned by db_ (destroyed before it).
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;

@@ -126,7 +126,8 @@ struct BuildStats {
   uint64_t stored = 0;
   uint64_t skipped = 0;
   StageTimes times;
-  std::string device;  // where texts were embedded; empty: nothing embedded
+  std::string device;      // where texts were embedded; empty: nothing embedded
+  embed::LaneStats lanes;  // the embedder's bulk lanes, when it ran
 };
 
 // Where records come from: a JSONL / text corpus, or a binary vector file.
@@ -641,6 +642,7 @@ Status Build(const Flags& flags, BuildStats* stats,
   Status finished = (*appender)->Finish();
   appender->reset();
   if (!pipeline.device().empty()) stats->device = pipeline.device();
+  if (embedder) stats->lanes = embedder->bulk_stats();
   if (!s.ok()) return fail(s);
   if (!finished.ok()) return fail(finished);
   progress.Finish(stats->stored + stats->skipped);
@@ -694,6 +696,17 @@ int RunBuild(const std::vector<std::string>& args) {
                 t.read, t.resume, t.fill, t.queue_full, t.stage, t.embed_wait,
                 t.commit);
   std::cout << line;
+  if (stats.lanes.texts > 0) {
+    // Busy lanes (tokenize + encode near lanes x build time) mean the
+    // embedder was the limit; idle ones, what feeds or follows it.
+    const embed::LaneStats& l = stats.lanes;
+    std::snprintf(line, sizeof(line),
+                  "build: embedder %d bulk lane(s), %llu texts: tokenize "
+                  "%.2f s, encode %.2f s (wall, summed over lanes)\n",
+                  l.lanes, static_cast<unsigned long long>(l.texts),
+                  l.tokenize_seconds, l.encode_seconds);
+    std::cout << line;
+  }
   if (!stats.device.empty())
     std::cout << "build: device " << stats.device << "\n";
   return 0;
