@@ -45,7 +45,8 @@ void Compactor::Notify(const std::string& name) {
   if (options_.tombstone_fraction <= 0) return;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (stopping_ || !pending_.insert(name).second) return;
+    if (stopping_ || !queued_.insert(name).second) return;
+    pending_.push_back(name);
   }
   cv_.notify_all();
 }
@@ -64,8 +65,9 @@ void Compactor::Loop() {
   while (true) {
     cv_.wait(l, [&] { return stopping_ || !pending_.empty(); });
     if (stopping_) return;
-    const std::string name = *pending_.begin();
-    pending_.erase(pending_.begin());
+    const std::string name = std::move(pending_.front());
+    pending_.pop_front();
+    queued_.erase(name);
     l.unlock();
     MaybeCompact(name);
     l.lock();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,7 +77,10 @@ class Compactor {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> running_;  // collections being compacted now
-  std::set<std::string> pending_;  // to check against the threshold
+  // To check against the threshold, first notified first (a set beside it
+  // keeps each name queued once).
+  std::deque<std::string> pending_;
+  std::set<std::string> queued_;
   // After a failed automatic compaction (e.g. a full disk) the collection is
   // not retried before this time, so writes do not retrigger it in a loop.
   std::map<std::string, Clock::time_point> retry_after_;
