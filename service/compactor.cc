@@ -35,6 +35,11 @@ Compactor::~Compactor() { Stop(); }
 void Compactor::Stop() {
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!stopping_ && thread_.joinable()) {
+      // A compaction cannot be interrupted halfway; say why shutdown waits.
+      for (const std::string& name : running_)
+        log_("waiting for the compaction of collection " + name + " to finish");
+    }
     stopping_ = true;
   }
   cv_.notify_all();
