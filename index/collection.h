@@ -98,6 +98,15 @@ struct CollectionInfo {
   std::filesystem::path segment_dir;
 };
 
+// What one Compact() did.
+struct CompactionResult {
+  uint64_t rows_before = 0;  // committed rows incl. tombstoned
+  uint64_t rows_after = 0;   // live rows carried into the new generation
+  uint64_t tombstones_removed = 0;
+  uint64_t generation = 0;  // the new generation
+  double seconds = 0;
+};
+
 // Fills `rows.size()` writable rows (each `dim` floats, in segment memory) in
 // place. Used by the embedder to write vectors straight into the segment.
 using RowFiller = std::function<Status(std::span<float* const> rows)>;
@@ -169,8 +178,9 @@ class Collection {
   // Returns how many of the ids existed and were deleted.
   virtual StatusOr<uint64_t> Delete(std::span<const std::string> ids) = 0;
   // Rewrites the collection without tombstoned rows as a new segment
-  // generation.
-  virtual Status Compact() = 0;
+  // generation. Searches keep answering from the old generation until the
+  // switch; other writers wait.
+  virtual StatusOr<CompactionResult> Compact() = 0;
   // True if `id` is stored (for resumable bulk builds).
   virtual StatusOr<bool> Contains(const std::string& id) const = 0;
   // Starts a bulk load (see BulkAppender).

@@ -56,7 +56,7 @@ class CollectionImpl : public Collection {
   StatusOr<std::vector<GetResult>> Get(
       std::span<const std::string> ids) const override;
   StatusOr<uint64_t> Delete(std::span<const std::string> ids) override;
-  Status Compact() override;
+  StatusOr<CompactionResult> Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
 

@@ -3,6 +3,7 @@
 // rows and ids) is the commit point; <root>/CURRENT follows it by atomic rename
 // for tools that read no RocksDB. Searches keep using the old generation until
 // the swap; attached readers see the old segment Retired() and re-attach.
+#include <chrono>
 #include <cstring>
 
 #include "index/collection_impl.h"
@@ -10,7 +11,8 @@
 
 namespace zv::index {
 
-Status CollectionImpl::Compact() {
+StatusOr<CompactionResult> CollectionImpl::Compact() {
+  const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> writer_lock(write_mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
   Generation& old = *g_;
@@ -86,7 +88,15 @@ Status CollectionImpl::Compact() {
   // Attached readers keep their mappings of the unlinked files until they
   // re-attach.
   std::filesystem::remove_all(old_dir, ec);
-  return OkStatus();
+  CompactionResult result;
+  result.rows_before = committed;
+  result.rows_after = nw.committed();  // nw now lives in g_
+  result.tombstones_removed = committed - result.rows_after;
+  result.generation = meta.generation;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
 }
 
 }  // namespace zv::index

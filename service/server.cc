@@ -12,6 +12,7 @@
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/auth.h"
+#include "service/compactor.h"
 #include "service/zerovec_service.h"
 
 namespace zv::service {
@@ -25,7 +26,9 @@ class ServerImpl final : public Server {
         db_(std::move(db)),
         embedder_(std::move(embedder)),
         auth_(options.auth_token),
-        service_(db_.get(), embedder_.get(), options.limits, &auth_) {}
+        compactor_(db_.get(), options.auto_compaction, options.log),
+        service_(db_.get(), embedder_.get(), options.limits, &auth_,
+                 &compactor_) {}
 
   ~ServerImpl() override {
     Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -82,6 +85,7 @@ class ServerImpl final : public Server {
       server_->Wait();
     }
     server_.reset();
+    compactor_.Stop();  // lets a background compaction finish first
     db_.reset();  // closes collections: all acknowledged writes are on disk
     embedder_.reset();
     std::lock_guard<std::mutex> lock(mu_);
@@ -94,6 +98,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<index::Database> db_;
   std::unique_ptr<embed::Embedder> embedder_;
   BearerAuth auth_;
+  Compactor compactor_;
   ZeroVecService service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
@@ -103,12 +108,16 @@ class ServerImpl final : public Server {
   bool done_ = false;
 };
 
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (options.auth_token && options.auth_token->empty()) {
     return InvalidArgumentError("auth_token: empty token");
+  }
+  const double fraction = options.auto_compaction.tombstone_fraction;
+  if (!(fraction >= 0 && fraction <= 1)) {
+    return InvalidArgumentError(
+        "auto_compaction.tombstone_fraction: must be in [0, 1]");
   }
   std::unique_ptr<embed::Embedder> embedder;
   if (!options.model_dir.empty()) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,15 @@ struct Limits {
   int max_concurrent_requests = 256;    // in flight at once, over all RPCs
 };
 
+// Background compaction: a collection is compacted once this fraction of its
+// rows is tombstoned (deleted or replaced).
+struct AutoCompaction {
+  double tombstone_fraction = 0;  // (0, 1]; 0 disables
+  // Collections with fewer committed rows are left alone: compacting a tiny
+  // collection after every few deletes would be churn for nothing.
+  uint64_t min_rows = 1000;
+};
+
 struct ServerOptions {
   std::filesystem::path data_dir = "./zerovec-data";
   // host:port; port 0 picks a free port (see Server::port()).
@@ -38,6 +48,9 @@ struct ServerOptions {
   // When set, every RPC but health needs "authorization: Bearer <token>".
   std::optional<std::string> auth_token;
   Limits limits;
+  AutoCompaction auto_compaction;
+  // Receives the server's log lines (compactions); unset: stderr.
+  std::function<void(const std::string&)> log;
 };
 
 class Server {

@@ -295,6 +295,10 @@ Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
   return CheckIds(req.ids(), limits);
 }
 
+Status ValidateCompact(const zerovec::v1::CompactRequest& req) {
+  return ValidateCollectionName("collection", req.collection());
+}
+
 Status ValidateEmbed(const zerovec::v1::EmbedRequest& req, const Limits& limits,
                      bool has_model) {
   ZV_RETURN_IF_ERROR(CheckBatchSize("texts", req.texts_size(), limits));

@@ -48,6 +48,7 @@ Status ValidateFilter(const zerovec::v1::Filter& filter);
 Status ValidateGet(const zerovec::v1::GetRequest& req, const Limits& limits);
 Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
                       const Limits& limits);
+Status ValidateCompact(const zerovec::v1::CompactRequest& req);
 Status ValidateEmbed(const zerovec::v1::EmbedRequest& req, const Limits& limits,
                      bool has_model);
 

@@ -75,11 +75,13 @@ int64_t NowMs() {
 }  // namespace
 
 ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
-                               const Limits& limits, const BearerAuth* auth)
+                               const Limits& limits, const BearerAuth* auth,
+                               Compactor* compactor)
     : db_(db),
       embedder_(embedder),
       limits_(limits),
       auth_(auth),
+      compactor_(compactor),
       started_(std::chrono::steady_clock::now()) {}
 
 grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
@@ -231,6 +233,7 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
   };
   ZV_RETURN_IF_ERROR(coll->UpsertInPlace(records, fill));
   *upserted += n;
+  compactor_->Notify(req.collection());  // replaced ids leave tombstones
   return OkStatus();
 }
 
@@ -399,6 +402,7 @@ grpc::Status ZeroVecService::Delete(grpc::ServerContext* ctx,
     std::vector<std::string> ids(req->ids().begin(), req->ids().end());
     ZV_ASSIGN_OR_RETURN(uint64_t deleted, coll->Delete(ids));
     resp->set_deleted(deleted);
+    if (deleted > 0) compactor_->Notify(req->collection());
     return OkStatus();
   });
 }
@@ -449,6 +453,8 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
     ToProto(embed_stats_.Snapshot(), resp->mutable_embed());
     ToProto(search_stats_.Snapshot(), resp->mutable_search());
     ToProto(upsert_stats_.Snapshot(), resp->mutable_upsert());
+    ToProto(compactor_->op_stats()->Snapshot(), resp->mutable_compact());
+    resp->set_auto_compactions(compactor_->automatic_runs());
     if (embedder_) {
       resp->set_model(embedder_->info().name);
       resp->set_model_dim(model_dim());
@@ -459,6 +465,27 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
                            .count());
     resp->set_in_flight(in_flight_.load(std::memory_order_relaxed));
     return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::Compact(grpc::ServerContext* ctx,
+                                     const pb::CompactRequest* req,
+                                     pb::CompactResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ScopedOpTimer timer(compactor_->op_stats());
+    Status s = [&]() -> Status {
+      ZV_RETURN_IF_ERROR(ValidateCompact(*req));
+      ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+      ZV_ASSIGN_OR_RETURN(index::CompactionResult r, compactor_->Compact(coll));
+      resp->set_rows_before(r.rows_before);
+      resp->set_rows_after(r.rows_after);
+      resp->set_tombstones_removed(r.tombstones_removed);
+      resp->set_generation(r.generation);
+      resp->set_seconds(r.seconds);
+      return OkStatus();
+    }();
+    timer.set_ok(s.ok());
+    return s;
   });
 }
 

@@ -16,6 +16,7 @@
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/auth.h"
+#include "service/compactor.h"
 #include "service/server.h"
 #include "service/stats.h"
 #include "zerovec/v1/zerovec.grpc.pb.h"
@@ -26,7 +27,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
  public:
   // `embedder` may be null (vector-only server). Pointers must outlive this.
   ZeroVecService(index::Database* db, embed::Embedder* embedder,
-                 const Limits& limits, const BearerAuth* auth);
+                 const Limits& limits, const BearerAuth* auth,
+                 Compactor* compactor);
 
   grpc::Status CreateCollection(
       grpc::ServerContext* ctx, const zerovec::v1::CreateCollectionRequest* req,
@@ -65,6 +67,9 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   grpc::Status Stats(grpc::ServerContext* ctx,
                      const zerovec::v1::StatsRequest* req,
                      zerovec::v1::StatsResponse* resp) override;
+  grpc::Status Compact(grpc::ServerContext* ctx,
+                       const zerovec::v1::CompactRequest* req,
+                       zerovec::v1::CompactResponse* resp) override;
 
  private:
   // Auth + concurrency limit around `body`; converts the result to
@@ -90,6 +95,7 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   embed::Embedder* embedder_;
   Limits limits_;
   const BearerAuth* auth_;
+  Compactor* compactor_;
   std::atomic<int> in_flight_{0};
   const std::chrono::steady_clock::time_point started_;
   OpStatsRecorder embed_stats_;

@@ -1,11 +1,13 @@
 #!/bin/bash
 # The zerovec CLI end to end: build -> query -> attach on a small corpus with the
-# bundled model, resumable rebuild, output formats, and exit codes (0 ok, 2 usage, 1 other).
+# bundled model, resumable rebuild, output formats, compact (online, offline,
+# automatic), --help, and exit codes (0 ok, 2 usage, 1 other).
 set -uo pipefail
 
 ZEROVEC="$PWD/tools/zerovec"
 MODEL="$PWD/models/zerovec-mini"  # the bundled default model
 CHECKS="$PWD/tests/shell/checks.sh"
+PROTO="$PWD/proto/zerovec/v1/zerovec.proto"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cli_test.XXXXXX")"
 cd "$WORK"
 source "$CHECKS"
@@ -117,6 +119,47 @@ check "query without --text/--vector-file" 2 $?
 check "attach -k 0" 2 $?
 "$ZEROVEC" attach --data data --collection nope --text cat --model model 2>err
 check "attach unknown collection" 1 $?
+# Every command's --help / -h prints its usage on stdout and exits 0.
+for cmd in build serve query attach compact; do
+  "$ZEROVEC" "$cmd" --help >out 2>err
+  check "$cmd --help" 0 $?
+  contains "$cmd usage" out "usage: zerovec $cmd"
+  "$ZEROVEC" "$cmd" --data data -h >out 2>err
+  check "$cmd -h" 0 $?
+done
+"$ZEROVEC" --help >out
+contains "help lists compact" out "compact --data DIR --collection NAME"
+contains "help lists the serve flag" out "--compact-tombstones F"
+"$ZEROVEC" compact --server 127.0.0.1:1 --data data --collection docs 2>err
+check "compact with --server and --data" 2 $?
+"$ZEROVEC" compact --data data 2>err
+check "compact without --collection" 2 $?
+"$ZEROVEC" compact --data nowhere --collection docs 2>err
+check "compact offline, no data dir" 1 $?
+contains "compact names the data dir" err "nowhere: not a data directory"
+"$ZEROVEC" serve --data data --compact-tombstones 1.5 2>err
+check "serve --compact-tombstones out of range" 2 $?
+
+# Deletes ids through a server with a Python gRPC client (the CLI has no
+# delete); 0 when it deleted them all. Without python3-grpcio: 77.
+grpc_delete() {  # grpc_delete ADDR COLLECTION ID...
+  /usr/bin/python3 - "$PROTO" "$@" <<'PY'
+import os, subprocess, sys, tempfile
+proto, addr, coll, ids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+try:
+    import grpc, grpc_tools  # noqa: F401
+except ImportError:
+    sys.exit(77)
+out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+root = os.path.dirname(os.path.dirname(os.path.dirname(proto)))
+subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I" + root,
+                       "--python_out=" + out, "--grpc_python_out=" + out, proto])
+sys.path.insert(0, out)
+from zerovec.v1 import zerovec_pb2 as pb, zerovec_pb2_grpc as pb_grpc
+stub = pb_grpc.ZeroVecStub(grpc.insecure_channel(addr))
+sys.exit(0 if stub.Delete(pb.DeleteRequest(collection=coll, ids=ids)).deleted == len(ids) else 1)
+PY
+}
 
 # serve + query (table and JSON) + attach with the same answers.
 "$ZEROVEC" serve --data data --model model --listen 127.0.0.1:0 --port-file port 2>serve.log &
@@ -152,9 +195,64 @@ echo "1 2 3" >short.vec
 "$ZEROVEC" query --server "$ADDR" --collection docs --vector-file short.vec 2>err
 check "query wrong dim" 1 $?
 contains "dim error names field" err "query.vector: expected 256 values, got 3"
+
+# compact through the server: the deleted rows go, the rest still answer, and
+# an attached reader follows the new generation.
+grpc_delete "$ADDR" docs fire train
+rc=$?
+if [[ $rc == 77 ]]; then
+  echo "ok: (python3-grpcio missing: compacting without tombstones)"; removed=0
+else
+  check "delete through the server" 0 $rc; removed=2
+fi
+"$ZEROVEC" compact --server "$ADDR" --collection docs >out 2>err
+check "compact --server" 0 $?
+contains "compact reports what it removed" out "($removed tombstones removed), generation 2"
+contains "compaction logged by the server" serve.log "compacted collection docs (requested)"
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "red fire and blue water" -k 10 --json >out
+check "query after compact" 0 $?
+if [[ $removed == 2 ]] && grep -qF '"id":"fire"' out; then
+  echo "FAIL: deleted id still found after compact"; failures=$((failures + 1))
+fi
+contains "live rows still found" out '"id":"river"'
+"$ZEROVEC" attach --data data --collection docs --text "the river in the city" -k 1 --model model --json >out 2>err
+check "attach after compact" 0 $?
+contains "attach reads the new generation" out '"id":"river"'
+"$ZEROVEC" compact --server "$ADDR" --collection missing 2>err
+check "compact unknown collection" 1 $?
+contains "compact NOT_FOUND" err "NOT_FOUND"
+"$ZEROVEC" compact --data data --collection docs >out 2>err
+check "compact offline while a server holds the data" 1 $?
+contains "offline compact names the holder" err "held by another process"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 check "serve exits 0 on SIGTERM" 0 $?
+SERVER_PID=""
+
+# compact offline, the server gone.
+"$ZEROVEC" compact --data data --collection docs >out 2>err
+check "compact --data" 0 $?
+contains "offline compact advances the generation" out "(0 tombstones removed), generation 3"
+"$ZEROVEC" compact --data data --collection nope 2>err
+check "compact offline, unknown collection" 1 $?
+"$ZEROVEC" attach --data data --collection docs --text "the river in the city" -k 1 --model model --json >out 2>err
+contains "attach after offline compact" out '"id":"river"'
+
+# serve --compact-tombstones: deleting past the fraction compacts on its own.
+rm -f port
+"$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 --port-file port \
+  --compact-tombstones 0.3 --compact-min-rows 1 2>serve.log &
+SERVER_PID=$!
+for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.1; done
+ADDR="127.0.0.1:$(cat port)"
+contains "serve says it compacts" serve.log "compacting collections of at least 1 rows once 0.3"
+grpc_delete "$ADDR" vecs v1
+if [[ $? == 0 ]]; then
+  for _ in $(seq 100); do grep -qF "compacted collection vecs (automatic" serve.log && break; sleep 0.1; done
+  contains "automatic compaction logged" serve.log "compacted collection vecs (automatic, 1 of 3 rows tombstoned, threshold 0.30): 3 -> 2 rows"
+fi
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
 SERVER_PID=""
 
 echo "cli_test: $failures failure(s)"

@@ -95,6 +95,24 @@ StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t fallback,
   return static_cast<int64_t>(v);
 }
 
+StatusOr<double> Flags::GetDouble(const std::string& name, double fallback,
+                                  double min, double max) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  // !(v >= min) also refuses NaN.
+  if (it->second.empty() || *end != '\0' || errno != 0 || !(v >= min) ||
+      !(v <= max)) {
+    std::ostringstream range;
+    range << "[" << min << ", " << max << "]";
+    return InvalidArgumentError("--" + name + ": expected a number in " +
+                                range.str() + ", got \"" + it->second + "\"");
+  }
+  return v;
+}
+
 StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return NotFoundError(path.string() + ": cannot open vector file");

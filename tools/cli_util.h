@@ -40,6 +40,9 @@ class Flags {
   // Usage error when not an integer in [min, max].
   StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback,
                            int64_t min, int64_t max) const;
+  // Usage error when not a finite number in [min, max].
+  StatusOr<double> GetDouble(const std::string& name, double fallback,
+                             double min, double max) const;
 
  private:
   std::map<std::string, std::string> values_;

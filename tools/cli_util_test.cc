@@ -28,6 +28,18 @@ TEST(FlagsTest, UsageErrors) {
   EXPECT_TRUE(IsUsageError(flags->Require("other").status()));
 }
 
+TEST(FlagsTest, GetDouble) {
+  auto flags = Flags::Parse(
+      {"--f", "0.25", "--bad", "1.5", "--nan", "nan", "--text", "x"},
+      {"f", "bad", "nan", "text"}, {});
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(*flags->GetDouble("f", 0, 0, 1), 0.25);
+  EXPECT_EQ(*flags->GetDouble("missing", 0.5, 0, 1), 0.5);
+  EXPECT_TRUE(IsUsageError(flags->GetDouble("bad", 0, 0, 1).status()));
+  EXPECT_TRUE(IsUsageError(flags->GetDouble("nan", 0, 0, 1).status()));
+  EXPECT_TRUE(IsUsageError(flags->GetDouble("text", 0, 0, 1).status()));
+}
+
 TEST(ReadVectorFileTest, AcceptsJsonAndWhitespace) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/v.txt";
   std::ofstream(path) << "[1, 2.5,\n -3]";

@@ -47,6 +47,15 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
                                       l.max_concurrent_requests, 1, 1 << 20));
   l.max_concurrent_requests = static_cast<int>(v);
   ZV_ASSIGN_OR_RETURN(*grace_s, flags.GetInt("shutdown-grace-s", 30, 0, 3600));
+  service::AutoCompaction& ac = options->auto_compaction;
+  ZV_ASSIGN_OR_RETURN(ac.tombstone_fraction,
+                      flags.GetDouble("compact-tombstones", 0, 0, 1));
+  ZV_ASSIGN_OR_RETURN(
+      v, flags.GetInt("compact-min-rows", ac.min_rows, 1, int64_t{1} << 48));
+  ac.min_rows = static_cast<uint64_t>(v);
+  options->log = [](const std::string& line) {
+    std::cerr << "zerovec serve: " << line << "\n";
+  };
   *port_file = flags.Get("port-file");
   if (flags.Has("auth-token-file")) {
     auto token = ReadSecretFile(flags.Get("auth-token-file"));
@@ -63,7 +72,8 @@ int RunServe(const std::vector<std::string>& args) {
       args,
       {"data", "listen", "model", "device", "auth-token-file", "port-file",
        "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
-       "max-concurrent-requests", "shutdown-grace-s"},
+       "max-concurrent-requests", "shutdown-grace-s", "compact-tombstones",
+       "compact-min-rows"},
       {});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;
@@ -102,8 +112,14 @@ int RunServe(const std::vector<std::string>& args) {
             << options.listen << "), data " << options.data_dir.string()
             << ", model "
             << (options.model_dir.empty() ? "none" : options.model_dir.string())
-            << (options.auth_token ? ", auth on" : "") << "\n"
-            << "zerovec serve: device " << (*server)->embed_device() << "\n";
+            << (options.auth_token ? ", auth on" : "") << "\n";
+  if (options.auto_compaction.tombstone_fraction > 0) {
+    std::cerr << "zerovec serve: compacting collections of at least "
+              << options.auto_compaction.min_rows << " rows once "
+              << options.auto_compaction.tombstone_fraction
+              << " of them are tombstoned\n";
+  }
+  std::cerr << "zerovec serve: device " << (*server)->embed_device() << "\n";
 
   int sig = 0;
   sigwait(&stop, &sig);

@@ -1,4 +1,5 @@
-// zerovec: build, serve, query and attach ZeroVec collections.
+// zerovec: build, serve, query, attach and compact ZeroVec collections.
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -7,12 +8,18 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(usage: zerovec <command> [flags]
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+  const char* usage;  // flags and what it does, indented under the name
+};
 
-commands:
-  build   --data DIR --collection NAME --input FILE [--model DIR|none]
+constexpr Command kCommands[] = {
+    {"build", zv::tools::RunBuild,
+     R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
+          [--inflight N]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -20,40 +27,99 @@ commands:
           bad line stops it with file:line, keeping what came before.
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
-  serve   [--data DIR] [--listen HOST:PORT] [--model DIR|none]
+)"},
+    {"serve", zv::tools::RunServe,
+     R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
           [--device auto|cpu|cuda|cuda:N] [--auth-token-file F] [--port-file F]
           [--max-batch N] [--max-k N] [--max-text-bytes N]
           [--max-message-bytes N] [--max-concurrent-requests N]
-  query   --server ADDR --collection NAME (--text T | --vector-file F) [-k N]
+          [--compact-tombstones F] [--compact-min-rows N]
+          [--shutdown-grace-s N]
+          Serves the data directory over gRPC until SIGTERM / SIGINT.
+          --compact-tombstones F: compact a collection in the background once
+          a fraction F (0..1) of its rows is tombstoned (deleted or replaced)
+          and it has at least --compact-min-rows rows (default 1000); 0 (the
+          default) disables.
+)"},
+    {"query", zv::tools::RunQuery,
+     R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--ef-search N] [--json] [--auth-token-file F]
-  attach  --data DIR --collection NAME (--text T | --vector-file F) [-k N]
+          [--timeout-s N]
+          Searches through a server.
+)"},
+    {"attach", zv::tools::RunAttach,
+     R"(--data DIR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--json] [--model DIR] [--device auto|cpu|cuda[:N]]
           [--quiet]
+          Searches the segment a server writes, from this process (no gRPC).
+)"},
+    {"compact", zv::tools::RunCompact,
+     R"(--server ADDR --collection NAME [--auth-token-file F] [--timeout-s N]
+  compact --data DIR --collection NAME
+          Rewrites the collection without its tombstoned rows as a new
+          generation: through a server (searches keep answering), or offline
+          on a data directory no server holds.
+)"},
+};
 
+constexpr char kFooter[] = R"(
 --device auto (default): CUDA when this build has it and a GPU is present, else
 the CPU; cuda / cuda:N fail clearly where there is none. The model defaults to
 models/zerovec-mini here or beside the program in a bundle.
+zerovec <command> --help (or -h) prints that command's usage.
 
 exit codes: 0 ok, 2 usage error, 1 other error
 )";
+
+void PrintUsage(const Command& c, std::ostream& out) {
+  out << "usage: zerovec " << c.name << " " << c.usage;
+}
+
+void PrintAllUsage(std::ostream& out) {
+  out << "usage: zerovec <command> [flags]\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    name.resize(8, ' ');
+    out << "  " << name << c.usage;
+  }
+  out << kFooter;
+}
+
+// "--help" / "-h" anywhere asks for help (a flag value that is literally
+// "-h" can be passed as --flag=-h).
+bool WantsHelp(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--help" || a == "-h";
+  });
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << kUsage;
+    PrintAllUsage(std::cerr);
     return 2;
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "help" || command == "--help" || command == "-h") {
-    std::cout << kUsage;
+    for (const Command& c : kCommands) {
+      if (!args.empty() && args[0] == c.name) {
+        PrintUsage(c, std::cout);
+        return 0;
+      }
+    }
+    PrintAllUsage(std::cout);
     return 0;
   }
-  if (command == "build") return zv::tools::RunBuild(args);
-  if (command == "serve") return zv::tools::RunServe(args);
-  if (command == "query") return zv::tools::RunQuery(args);
-  if (command == "attach") return zv::tools::RunAttach(args);
+  for (const Command& c : kCommands) {
+    if (command != c.name) continue;
+    if (WantsHelp(args)) {
+      PrintUsage(c, std::cout);
+      return 0;
+    }
+    return c.run(args);
+  }
   std::cerr << "zerovec: unknown command \"" << command
             << "\" (try zerovec help)\n";
   return 2;

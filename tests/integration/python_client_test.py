@@ -77,6 +77,15 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(self.stub.Delete(pb.DeleteRequest(collection="py", ids=["p3"])).deleted, 1)
         info = self.stub.DescribeCollection(pb.DescribeCollectionRequest(name="py"))
         self.assertEqual(info.live_rows, 9)
+        self.assertEqual(info.tombstones, 1)
+
+        compacted = self.stub.Compact(pb.CompactRequest(collection="py"))
+        self.assertEqual((compacted.rows_before, compacted.rows_after,
+                          compacted.tombstones_removed, compacted.generation),
+                         (10, 9, 1, 2))
+        again = self.stub.Search(pb.SearchRequest(
+            collection="py", query=pb.Query(vector=pb.Vector(values=[3.2, 0, 1, -1])), k=2))
+        self.assertEqual([h.id for h in again.hits], ["p4", "p2"])
 
     def test_errors_carry_codes_and_fields(self):
         with self.assertRaises(grpc.RpcError) as e:
