@@ -171,11 +171,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mini", default=os.path.join(REPO, "models", "zerovec-mini"))
     ap.add_argument("--minilm", default="/tmp/minilm_random")
+    ap.add_argument("--l6", default=os.path.join(REPO, "models", "zerovec-l6"))
+    ap.add_argument("--only", default="", help="comma-separated names (default: all present)")
     args = ap.parse_args()
     os.chdir(REPO)
     checks = {}
-    for name, folder, L, out in (("zerovec-mini", args.mini, 128, "tests/data/reference/zerovec-mini.jsonl"),
-                                 ("minilm_random", args.minilm, 256, "tests/data/reference/minilm_random.jsonl")):
+    runs = (("zerovec-mini", args.mini, 128, "tests/data/reference/zerovec-mini.jsonl"),
+            ("minilm_random", args.minilm, 256, "tests/data/reference/minilm_random.jsonl"),
+            ("zerovec-l6", args.l6, 512, "tests/data/reference/zerovec-l6.jsonl"))
+    only = set(filter(None, args.only.split(",")))
+    for name, folder, L, out in runs:
+        if only and name not in only:
+            continue
         try:
             run(name, folder, L, out, checks)
         except Exception as e:
@@ -183,7 +190,8 @@ def main():
             traceback.print_exc()
             checks[name] = {"error": repr(e)}
     os.makedirs("tools/model/results", exist_ok=True)
-    with open("tools/model/results/reference_checks.json", "w", encoding="utf-8") as fh:
+    suffix = "" if not only else "-" + "-".join(sorted(only))
+    with open("tools/model/results/reference_checks%s.json" % suffix, "w", encoding="utf-8") as fh:
         json.dump(checks, fh, indent=1, ensure_ascii=False, default=str)
 
 

@@ -101,7 +101,8 @@ def build_model(vocab_size, args):
     from transformers import BertConfig, BertModel
     cfg = BertConfig(vocab_size=vocab_size, hidden_size=args.hidden, num_hidden_layers=args.layers,
                      num_attention_heads=args.heads, intermediate_size=args.intermediate,
-                     hidden_act="gelu", max_position_embeddings=args.max_len, type_vocab_size=2,
+                     hidden_act="gelu", max_position_embeddings=args.max_positions or args.max_len,
+                     type_vocab_size=2,
                      pad_token_id=0, layer_norm_eps=1e-12, hidden_dropout_prob=0.1,
                      attention_probs_dropout_prob=0.1, initializer_range=0.02)
     cfg.architectures = ["BertModel"]
@@ -230,6 +231,124 @@ def neighbours(model, tok, corpus, args, device, k=5):
     return out
 
 
+
+# ----------------------------------------------------------------------------- the larger model (issue 20)
+
+def mlm_stream(tok, texts, cls_id, sep_id):
+    """All texts' token ids, each followed by [SEP], as one int32 array."""
+    parts = []
+    for s in range(0, len(texts), 200000):
+        for e in tok.encode_batch(texts[s:s + 200000], add_special_tokens=False):
+            parts.append(np.asarray(e.ids + [sep_id], dtype=np.int32))
+    return np.concatenate(parts)
+
+
+def mlm_pretrain(model, tok, texts, vocab_tokens, args, device, minutes):
+    """Masked-language-model pre-training of `model` (a BertModel) on packed
+    sequences of 126 or 510 tokens (every 4th step long, so all 512 positions learn)."""
+    from transformers import BertForMaskedLM
+    ids_of = {t: i for i, t in enumerate(vocab_tokens)}
+    cls_id, sep_id, mask_id, pad_id = ids_of["[CLS]"], ids_of["[SEP]"], ids_of["[MASK]"], ids_of["[PAD]"]
+    first_word = max(ids_of[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")) + 1
+    t0 = time.time()
+    stream = torch.from_numpy(mlm_stream(tok, texts, cls_id, sep_id))
+    log("mlm stream", {"tokens": int(stream.numel()), "seconds": round(time.time() - t0, 1)})
+    mlm = BertForMaskedLM(model.config).to(device)
+    mlm.bert.load_state_dict(model.state_dict(), strict=False)
+    opt = torch.optim.AdamW(mlm.parameters(), lr=args.mlm_lr, betas=(0.9, 0.98), eps=1e-6,
+                            weight_decay=0.01, **({"fused": True} if device == "cuda" else {}))
+    stream = stream.to(device)
+    n_tok = stream.numel()
+    budget = minutes * 60.0
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    step, losses, curve = 0, [], []
+    t_train = time.time()
+    mlm.train()
+    while time.time() - t_train < budget:
+        L = 510 if step % 4 == 3 else 126
+        B = args.mlm_tokens // (L + 2)
+        starts = torch.randint(0, n_tok - L, (B,), device=device, generator=gen)
+        body = stream[starts[:, None] + torch.arange(L, device=device)[None, :]].long()
+        inp = torch.cat([torch.full((B, 1), cls_id, device=device), body,
+                         torch.full((B, 1), sep_id, device=device)], dim=1)
+        labels = inp.clone()
+        r = torch.rand(inp.shape, device=device, generator=gen)
+        special = inp < first_word
+        chosen = (r < 0.15) & ~special
+        labels[~chosen] = -100
+        r2 = torch.rand(inp.shape, device=device, generator=gen)
+        inp = torch.where(chosen & (r2 < 0.8), torch.full_like(inp, mask_id), inp)
+        rand_tok = torch.randint(first_word, len(vocab_tokens), inp.shape, device=device, generator=gen)
+        inp = torch.where(chosen & (r2 >= 0.8) & (r2 < 0.9), rand_tok, inp)
+        frac = (time.time() - t_train) / budget
+        lr = args.mlm_lr * min(1.0, (step + 1) / args.warmup) * max(0.05, 1.0 - frac)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
+            loss = mlm(input_ids=inp, attention_mask=torch.ones_like(inp), labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(mlm.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 50 == 0:
+            losses.append(float(loss.detach()))
+        if step % 500 == 0:
+            l = sum(losses[-10:]) / max(1, len(losses[-10:]))
+            curve.append({"step": step, "seconds": round(time.time() - t_train, 1), "loss": round(l, 4)})
+            log("mlm step %d loss %.4f lr %.2e %.0fs" % (step, l, lr, time.time() - t_train))
+    model.load_state_dict(mlm.bert.state_dict(), strict=False)
+    return {"steps": step, "seconds": round(time.time() - t_train, 1), "tokens_per_step": args.mlm_tokens,
+            "stream_tokens": int(n_tok), "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
+            "curve": curve}
+
+
+@torch.no_grad()
+def mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device):
+    """For `sample` pair indices: the b-text of another group that the model now ranks
+    highest for each pair's a-text (a mined hard negative), or -1."""
+    model.eval()
+
+    def enc(idx):
+        out = []
+        for s in range(0, len(idx), 2048):
+            j = idx[s:s + 2048]
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
+                out.append(embed(model, ids[j], lens[j]).to(torch.bfloat16))
+        return torch.cat(out)
+
+    A = enc(pa[sample])
+    Bv = enc(pb[sample])
+    g = pg[sample]
+    hn = torch.full((len(sample),), -1, dtype=torch.long, device=device)
+    for s in range(0, len(sample), 4096):
+        sims = (A[s:s + 4096] @ Bv.T).float()
+        top = sims.topk(8, dim=1).indices
+        ok = g[top] != g[s:s + 4096, None]
+        first = torch.where(ok.any(1), ok.float().argmax(1), torch.full_like(ok[:, 0], -1, dtype=torch.long))
+        pick = torch.where(first >= 0, top.gather(1, first.clamp(min=0)[:, None])[:, 0], first)
+        hn[s:s + 4096] = torch.where(pick >= 0, pb[sample][pick.clamp(min=0)], pick)
+    model.train()
+    return hn
+
+
+def manpage_eval(model, tok, path, args, device):
+    items = load_jsonl(path)
+    passages = [i for i in items if i["kind"] == "passage"]
+    queries = [i for i in items if i["kind"] == "query"]
+    res = {"queries": len(queries), "passages": len(passages)}
+    P = encode_texts(model, tok, [p["text"] for p in passages], args.max_positions or args.max_len, device).to(device)
+    Q = encode_texts(model, tok, [q["text"] for q in queries], args.max_len, device).to(device)
+    top = (Q @ P.T).topk(10, dim=1).indices.cpu().tolist()
+    top_w = bm25_topk([words(q["text"]) for q in queries], [words(p["text"]) for p in passages])
+
+    def hits(tops, k):
+        return sum(1 for q, t in zip(queries, tops) if any(passages[j]["page"] == q["page"] for j in t[:k]))
+
+    for name, tops in (("dense", top), ("bm25", top_w)):
+        res[name] = {"hit@1": hits(tops, 1), "hit@10": hits(tops, 10)}
+    return res
+
 # ----------------------------------------------------------------------------- export
 
 def dump(path, obj):
@@ -245,10 +364,11 @@ def export(model, vocab_path, out, args):
     m16 = copy.deepcopy(model).cpu().half().eval()
     m16.save_pretrained(out)
     shutil.copyfile(vocab_path, os.path.join(out, "vocab.txt"))
-    dump(os.path.join(out, "tokenizer_config.json"), tokenizer_config(args.max_len))
+    window = args.max_positions or args.max_len
+    dump(os.path.join(out, "tokenizer_config.json"), tokenizer_config(window))
     dump(os.path.join(out, "special_tokens_map.json"), SPECIAL_TOKENS_MAP)
     dump(os.path.join(out, "modules.json"), MODULES)
-    dump(os.path.join(out, "sentence_bert_config.json"), {"max_seq_length": args.max_len, "do_lower_case": False})
+    dump(os.path.join(out, "sentence_bert_config.json"), {"max_seq_length": window, "do_lower_case": False})
     os.makedirs(os.path.join(out, "1_Pooling"), exist_ok=True)
     os.makedirs(os.path.join(out, "2_Normalize"), exist_ok=True)
     dump(os.path.join(out, "1_Pooling", "config.json"), pooling_config(args.hidden))
@@ -284,6 +404,18 @@ def main():
     ap.add_argument("--temperature", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="0: bounded by --minutes only")
+    # The larger default model (issue 20): more text, MLM first, mined hard negatives.
+    ap.add_argument("--texts", default="", help="work/texts.tsv.xz (make_corpus_pairs.py); enables the below")
+    ap.add_argument("--max-positions", type=int, default=0, help="position table (0: --max-len)")
+    ap.add_argument("--mlm-minutes", type=float, default=0.0)
+    ap.add_argument("--mlm-lr", type=float, default=5e-4)
+    ap.add_argument("--mlm-tokens", type=int, default=65536, help="tokens a pre-training step")
+    ap.add_argument("--hard-negatives-at", type=float, default=0.5,
+                    help="fraction of the contrastive budget after which mined hard negatives join")
+    ap.add_argument("--hard-negative-sample", type=int, default=400000)
+    ap.add_argument("--manpages", default=os.path.join(REPO, "tests", "data", "manpages", "eval.jsonl"))
+    ap.add_argument("--name", default="zerovec-mini")
+    ap.add_argument("--smoke", type=int, default=0, help="N: only N texts and N pairs (a quick check)")
     args = ap.parse_args()
 
     t_start = time.time()
@@ -306,7 +438,21 @@ def main():
     import tempfile
     vocab_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
     t0 = time.time()
-    tokens, n_learned = vocab_mod.train(os.path.join(args.work, "vocab_corpus.txt.gz"), args.vocab_size, "compact")
+    vocab_corpus = os.path.join(args.work, "vocab_corpus.txt.gz")
+    corpus_texts = []
+    if args.texts:
+        import make_corpus_pairs
+        corpus_texts = list(make_corpus_pairs.read_texts(args.texts))
+        if args.smoke:
+            corpus_texts = corpus_texts[:: max(1, len(corpus_texts) // args.smoke)]
+        vocab_corpus = os.path.join(tempfile.mkdtemp(), "vocab_corpus.txt.gz")
+        with gzip.open(vocab_corpus, "wt", encoding="utf-8") as out, \
+                gzip.open(os.path.join(args.work, "vocab_corpus.txt.gz"), "rt", encoding="utf-8") as wn:
+            for line in wn:
+                out.write(line)
+            for _, t in corpus_texts:
+                out.write(t + "\n")
+    tokens, n_learned = vocab_mod.train(vocab_corpus, args.vocab_size, "compact")
     with open(vocab_path, "w", encoding="utf-8") as fh:
         fh.write("".join(t + "\n" for t in tokens))
     results["vocab"] = {"size": len(tokens), "learned": n_learned, "seconds": round(time.time() - t0, 1)}
@@ -316,6 +462,15 @@ def main():
     # 2. data
     t0 = time.time()
     kinds, groups, ta, tb = load_pairs(os.path.join(args.work, "pairs.tsv.gz"))
+    if args.smoke:
+        kinds, groups, ta, tb = kinds[: args.smoke], groups[: args.smoke], ta[: args.smoke], tb[: args.smoke]
+    if corpus_texts:
+        base = max(groups) + 1
+        for k, g, a, b in make_corpus_pairs.corpus_pairs(corpus_texts, base):
+            kinds.append(k)
+            groups.append(g)
+            ta.append(a)
+            tb.append(b)
     uniq = {}
     for t in ta + tb:
         if t not in uniq:
@@ -334,6 +489,16 @@ def main():
     # 3. train
     model = build_model(len(tokens), args).to(device)
     n_params = sum(p.numel() for p in model.parameters())
+    if args.mlm_minutes > 0:
+        mlm_tok = make_tokenizer(vocab_path, 100000)
+        wn_lines = [l.strip() for l in gzip.open(os.path.join(args.work, "vocab_corpus.txt.gz"), "rt", encoding="utf-8")]
+        if args.smoke:
+            wn_lines = wn_lines[: args.smoke]
+        mlm_texts = [t for _, t in corpus_texts] + [l for l in wn_lines if l]
+        random.Random(args.seed).shuffle(mlm_texts)
+        results["mlm"] = mlm_pretrain(model, mlm_tok, mlm_texts, tokens, args, device, args.mlm_minutes)
+        log("mlm", {k: v for k, v in results["mlm"].items() if k != "curve"})
+        del mlm_texts, wn_lines
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt_kw = {"fused": True} if device == "cuda" else {}
@@ -351,13 +516,33 @@ def main():
     t_train = time.time()
     losses = []
     curve = []
+    hard = None  # pair index -> text index of its mined hard negative (-1: none)
+    mined = None
     model.train()
     while True:
         elapsed = time.time() - t_train
         if elapsed >= budget or (args.max_steps and step >= args.max_steps):
             break
-        if pos + args.batch > P:
-            perm = torch.randperm(P, generator=gen).to(device)
+        if args.texts and hard is None and elapsed >= args.hard_negatives_at * budget:
+            t_m = time.time()
+            sample = torch.randperm(P, generator=gen)[: args.hard_negative_sample].to(device)
+            if args.batch > sample.numel() // 2:
+                args.batch = max(8, sample.numel() // 2)  # smoke runs: a batch must fit the pool
+            hn = mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device)
+            hard = torch.full((P,), -1, dtype=torch.long, device=device)
+            hard[sample] = hn
+            mined = sample[hn >= 0]
+            results["hard_negatives"] = {"mined": int(mined.numel()), "seconds": round(time.time() - t_m, 1),
+                                         "at_step": step}
+            log("hard negatives", results["hard_negatives"])
+            budget += time.time() - t_m  # mining does not eat the training budget
+            pos = P  # start a fresh permutation over the mined pairs
+        pool = mined if mined is not None else None
+        PP = P if pool is None else pool.numel()
+        if pos + args.batch > PP:
+            perm = torch.randperm(PP, generator=gen).to(device)
+            if pool is not None:
+                perm = pool[perm]
             pos = 0
             epoch += 1
         bi = perm[pos:pos + args.batch]
@@ -370,11 +555,17 @@ def main():
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
             ea = embed(model, ids[a_i], lens[a_i])
             eb = embed(model, ids[b_i], lens[b_i])
+            eh = embed(model, ids[hard[bi]], lens[hard[bi]]) if pool is not None else None
         logits = (ea @ eb.T) / args.temperature
         same = (grp[:, None] == grp[None, :]) & ~eye[: len(bi), : len(bi)]
         logits = logits.masked_fill(same, float("-inf"))
         lab = labels[: len(bi)]
-        loss = 0.5 * (F.cross_entropy(logits, lab) + F.cross_entropy(logits.T, lab))
+        if eh is not None:
+            # a -> [its b, the other b's, every pair's mined hard negative]
+            lh = (ea @ eh.T) / args.temperature
+            loss = 0.5 * (F.cross_entropy(torch.cat([logits, lh], dim=1), lab) + F.cross_entropy(logits.T, lab))
+        else:
+            loss = 0.5 * (F.cross_entropy(logits, lab) + F.cross_entropy(logits.T, lab))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -406,8 +597,11 @@ def main():
         results["neighbours"] = neighbours(model, tok, corpus, args, device)
         for n in results["neighbours"]:
             log(n["query"], "->", [x["text"][:40] for x in n["neighbours"]])
+    if os.path.exists(args.manpages):
+        results["manpages"] = manpage_eval(model, tok, args.manpages, args, device)
+        log("manpages", results["manpages"])
     results["total_seconds"] = round(time.time() - t_start, 1)
-    dump(os.path.join(args.results, "zerovec-mini-eval.json"), results)
+    dump(os.path.join(args.results, "%s-eval.json" % args.name), results)
     log("done", results["total_seconds"])
 
 
