@@ -157,6 +157,96 @@ TEST(SegmentTest, GrowthKeepsRowsReaderHoldsInPlace) {
   for (uint64_t row = 0; row < 153; ++row) ASSERT_EQ(CheckRow(**r, row), "");
 }
 
+// Extents double from first_extent_rows up to rows_per_extent; every row and
+// block boundary lands where a reader (in this process, fresh or refreshed)
+// expects, across reopen.
+TEST(SegmentTest, ExtentsGrowGeometricallyToTheCap) {
+  const fs::path dir = FreshDir("geometric");
+  SegmentOptions options;
+  options.dim = 20;
+  options.rows_per_extent = 48;  // not a power of two: the last step is capped
+  options.first_extent_rows = 4;
+  auto created = Writer::Create(dir, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& w = **created;
+  AppendRows(w, 1);
+  auto r = Reader::Attach(dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const float* held = (*r)->Row(0);
+  std::mt19937_64 rng(3);
+  while (w.committed() < 400) AppendRows(w, 1 + rng() % 37);
+  const uint64_t n = w.committed();
+  // 4, 8, 16, 32, then 48 each.
+  const std::vector<uint64_t> want = {4,  8,  16, 32, 48, 48, 48,
+                                      48, 48, 48, 48, 48, 48};
+  uint64_t capacity = 0, extents = 0;
+  while (capacity < n) capacity += want[extents++];
+  EXPECT_EQ(w.MappedRanges().size(), extents);
+  EXPECT_FALSE(fs::exists(dir / ExtentFileName(extents)));
+  for (uint64_t i = 0; i < extents; ++i) {
+    const uint64_t rows = want[i];
+    const uint64_t bytes =
+        4096 + rows * 32 * 4 + rows * 8 + (rows + 63) / 64 * 8;
+    EXPECT_EQ(fs::file_size(dir / ExtentFileName(i)),
+              (bytes + 4095) / 4096 * 4096)
+        << i;
+  }
+  ASSERT_TRUE((*r)->Refresh().ok());
+  EXPECT_EQ((*r)->Row(0), held);  // never remapped
+  auto fresh = Reader::Attach(dir);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->info().first_extent_rows, 4u);
+  for (const auto* view : {static_cast<const SegmentView*>(r->get()),
+                           static_cast<const SegmentView*>(fresh->get())}) {
+    ASSERT_EQ(view->committed(), n);
+    for (uint64_t row = 0; row < n; ++row)
+      ASSERT_EQ(CheckRow(*view, row), "") << row;
+    const auto blocks = view->Blocks();
+    ASSERT_EQ(blocks.size(), extents);
+    uint64_t first = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_EQ(blocks[i].first_row, first);
+      EXPECT_EQ(blocks[i].count, std::min(want[i], n - first));
+      EXPECT_EQ(blocks[i].rows, view->Row(first));
+      EXPECT_EQ(blocks[i].ids[0], RowId(first));
+      first += want[i];
+    }
+  }
+  ASSERT_TRUE(w.Tombstone(n - 1).ok());
+  ASSERT_TRUE(w.Tombstone(4).ok());  // first row of extent 1
+  EXPECT_TRUE((*fresh)->IsTombstoned(4));
+  EXPECT_FALSE((*fresh)->IsTombstoned(3));
+  EXPECT_TRUE((*fresh)->IsTombstoned(n - 1));
+  created->reset();
+  auto reopened = Writer::Open(dir);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  AppendRows(**reopened, 100);
+  ASSERT_TRUE((*fresh)->Refresh().ok());
+  for (uint64_t row = 0; row < n + 100; ++row)
+    ASSERT_EQ(CheckRow(**fresh, row), "") << row;
+}
+
+// The default extent 0 holds about 256 KiB of rows, whatever the cap.
+TEST(SegmentTest, DefaultFirstExtentIsSmall) {
+  for (uint32_t dim : {4u, 256u, 384u, 1536u, 65536u}) {
+    const fs::path dir = FreshDir("small_" + std::to_string(dim));
+    auto w = MakeWriter(dir, dim, 65536);
+    const uint64_t rows = w->info().first_extent_rows;
+    EXPECT_GE(rows, 1u) << dim;
+    EXPECT_LE(rows * w->info().row_stride * 4, 256u * 1024) << dim;
+    EXPECT_GT(rows * 2 * w->info().row_stride * 4, 256u * 1024) << dim;
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "vectors.00000").c_str(), &st), 0);
+    EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 300u * 1024) << dim;
+  }
+  SegmentOptions options;
+  options.dim = 8;
+  options.rows_per_extent = 16;
+  options.first_extent_rows = 17;
+  EXPECT_EQ(Writer::Create(FreshDir("first_too_big"), options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(SegmentTest, CommitRulesAndSingleWriter) {
   const fs::path dir = FreshDir("rules");
   auto w = MakeWriter(dir, 8, 16);
@@ -295,9 +385,43 @@ TEST_F(BadSegmentTest, ExtentFromAnotherSegment) {
   ExpectAttachFails(StatusCode::kDataLoss, "belongs to another segment");
 }
 
+// An extent whose header (checksum intact) claims another geometry than
+// extent 0 would be mapped past its end: refused.
+TEST_F(BadSegmentTest, ExtentWithOtherGeometry) {
+  const fs::path other = FreshDir("other_geometry");
+  SegmentOptions options;
+  options.dim = 16;
+  options.rows_per_extent = 8;
+  options.first_extent_rows = 2;  // dir_ has 8: extent 1 holds 4, not 8
+  auto w = Writer::Create(other, options);
+  ASSERT_TRUE(w.ok()) << w.status();
+  AppendRows(**w, 12);
+  // Give it dir_'s uuid (bytes 64..71) and a matching checksum (FNV-1a-64).
+  uint64_t uuid = 0;
+  {
+    std::ifstream in(dir_ / "vectors.00000", std::ios::binary);
+    in.seekg(64);
+    in.read(reinterpret_cast<char*>(&uuid), sizeof(uuid));
+  }
+  const fs::path victim = other / "vectors.00001";
+  Poke(victim, 64, &uuid, sizeof(uuid));
+  unsigned char header[72];
+  {
+    std::ifstream in(victim, std::ios::binary);
+    in.read(reinterpret_cast<char*>(header), sizeof(header));
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : header) h = (h ^ c) * 0x100000001b3ULL;
+  Poke(victim, 72, &h, sizeof(h));
+  fs::copy_file(victim, dir_ / "vectors.00001",
+                fs::copy_options::overwrite_existing);
+  ExpectAttachFails(StatusCode::kDataLoss, "belongs to another segment");
+}
+
 TEST_F(BadSegmentTest, CommittedCountPastCapacity) {
   const uint64_t committed = 1u << 30;
-  Poke(dir_ / "vectors.00000", 64, &committed, sizeof(committed));
+  // The shared state (committed count first) starts at byte 128 of extent 0.
+  Poke(dir_ / "vectors.00000", 128, &committed, sizeof(committed));
   ExpectAttachFails(StatusCode::kDataLoss, "exceeds the extents' capacity");
 }
 
