@@ -17,6 +17,8 @@
 #include <random>
 #include <system_error>
 
+#include "base/group.h"
+
 namespace zv::shm {
 namespace {
 
@@ -217,17 +219,6 @@ Status CheckSameSegment(const FixedHeader& h, const FixedHeader& h0,
                          ": belongs to another segment");
   }
   return OkStatus();
-}
-
-StatusOr<gid_t> LookupGroup(const std::string& group) {
-  struct group grp {};
-  struct group* result = nullptr;
-  std::vector<char> buf(16384);
-  if (::getgrnam_r(group.c_str(), &grp, buf.data(), buf.size(), &result) != 0 ||
-      result == nullptr) {
-    return InvalidArgumentError("group '" + group + "' does not exist");
-  }
-  return grp.gr_gid;
 }
 
 }  // namespace
@@ -473,7 +464,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(
   }
   std::optional<gid_t> gid;
   if (options.group) {
-    ZV_ASSIGN_OR_RETURN(gid, LookupGroup(*options.group));
+    ZV_ASSIGN_OR_RETURN(gid, ResolveGroup(*options.group));
   }
   const mode_t file_mode = options.group ? 0640 : 0600;
   std::error_code ec;
@@ -481,8 +472,11 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(
   if (ec)
     return InternalError(dir.string() +
                          ": cannot create directory: " + ec.message());
-  ::chmod(dir.c_str(), options.group ? 0750 : 0700);
-  if (gid) (void)::chown(dir.c_str(), static_cast<uid_t>(-1), *gid);
+  if (gid) {
+    ZV_RETURN_IF_ERROR(ShareWithGroup(dir, *gid));  // 02750: new files inherit
+  } else {
+    ::chmod(dir.c_str(), 0700);
+  }
 
   ZV_ASSIGN_OR_RETURN(int lock_fd, LockDir(dir, file_mode));
   if (std::filesystem::exists(dir / ExtentFileName(0))) {
@@ -577,7 +571,7 @@ Status Writer::AddExtent() {
   header.checksum = HeaderChecksum(header);
   std::optional<gid_t> gid;
   if (group_) {
-    ZV_ASSIGN_OR_RETURN(gid, LookupGroup(*group_));
+    ZV_ASSIGN_OR_RETURN(gid, ResolveGroup(*group_));
   }
   const ExtentLayout layout = ExtentLayout::For(info_, header.extent_rows);
   ZV_RETURN_IF_ERROR(

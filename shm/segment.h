@@ -54,7 +54,8 @@ struct SegmentOptions {
   // Rows of extent 0; each later extent doubles it up to rows_per_extent.
   // 0 = about 256 KiB of rows (a power of two), so an empty segment is small.
   uint64_t first_extent_rows = 0;
-  // When set, files are created 0640 and chgrp'ed to this group (else 0600).
+  // When set, files are created 0640 and chgrp'ed to this group, the directory
+  // 02750 (else 0600 and 0700). The caller must be in the group (or root).
   std::optional<std::string> group;
   // Commit() waits for msync of the new rows and ids, for power-loss
   // durability.
@@ -130,8 +131,8 @@ class SegmentView {
 // The single writer of a segment. Not thread-safe: callers serialise writes.
 class Writer : public SegmentView {
  public:
-  // Creates a new segment in `dir` (created 0700/0750 if missing; must hold no
-  // segment).
+  // Creates a new segment in `dir` (created if missing, 0700 or 02750 with a
+  // group; must hold no segment).
   static StatusOr<std::unique_ptr<Writer>> Create(
       const std::filesystem::path& dir, const SegmentOptions& options);
   // Reopens an existing segment for writing, e.g. after a crash: rows past the

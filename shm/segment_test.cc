@@ -463,6 +463,10 @@ TEST(SegmentTest, GroupOptionGivesGroupRead) {
     EXPECT_EQ(st.st_mode & 0777, 0640u) << name;
     EXPECT_EQ(st.st_gid, g->gr_gid);
   }
+  struct stat dir_st {};
+  ASSERT_EQ(::stat(dir.c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_mode & 07777, 02750u);
+  EXPECT_EQ(dir_st.st_gid, g->gr_gid);
   options.group = "no-such-group-zerovec";
   EXPECT_EQ(Writer::Create(FreshDir("badgroup"), options).status().code(),
             StatusCode::kInvalidArgument);

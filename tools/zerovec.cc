@@ -20,6 +20,7 @@ commands:
           bad line stops it with file:line, keeping what came before.
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
+          --group NAME (build, serve): share the data dir with a Unix group.
   serve   [--data DIR] [--listen HOST:PORT] [--model DIR|none]
           [--device auto|cpu|cuda|cuda:N] [--auth-token-file F] [--port-file F]
           [--max-batch N] [--max-k N] [--max-text-bytes N]
