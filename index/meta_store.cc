@@ -25,6 +25,12 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
     code = StatusCode::kResourceExhausted;
   }
   if (s.IsBusy() || s.IsTryAgain()) code = StatusCode::kUnavailable;
+  // RocksDB keeps no errno, only strerror's text: EACCES (e.g. a reader
+  // outside the data dir's --group) should read as what it is.
+  if (s.IsIOError() &&
+      s.ToString().find("Permission denied") != std::string::npos) {
+    code = StatusCode::kPermissionDenied;
+  }
   return Status(code, "meta store " + std::string(what) + ": " + s.ToString());
 }
 
