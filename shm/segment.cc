@@ -49,7 +49,28 @@ struct FixedHeader {
 };
 static_assert(sizeof(FixedHeader) == 80);
 
-constexpr size_t kSharedStateOffset = 128;
+// Format version 1 (fixed-size extents): still read and appended to in its
+// own format, so existing collections keep working; compaction rewrites them
+// as version 2. Its shared state starts at byte 64.
+struct FixedHeaderV1 {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t dim;
+  uint32_t row_stride;
+  uint32_t element_type;
+  uint32_t metric;
+  uint64_t rows_per_extent;
+  uint64_t extent_index;
+  uint64_t segment_uuid;
+  uint64_t checksum;
+};
+static_assert(sizeof(FixedHeaderV1) == 64);
+constexpr uint32_t kOldestReadableVersion = 1;
+
+constexpr size_t SharedStateOffset(uint32_t version) {
+  return version == 1 ? 64 : 128;
+}
 // An empty segment's extent 0 holds about this many bytes of rows.
 constexpr uint64_t kFirstExtentTargetBytes = 256 * 1024;
 
@@ -65,6 +86,35 @@ uint64_t Fnv1a64(const void* data, size_t n) {
 
 uint64_t HeaderChecksum(const FixedHeader& h) {
   return Fnv1a64(&h, offsetof(FixedHeader, checksum));
+}
+uint64_t HeaderChecksum(const FixedHeaderV1& h) {
+  return Fnv1a64(&h, offsetof(FixedHeaderV1, checksum));
+}
+
+// The bytes of `h` as version h.version stores them (checksum computed).
+std::vector<unsigned char> EncodeHeader(FixedHeader h) {
+  std::vector<unsigned char> out;
+  if (h.version == 1) {
+    FixedHeaderV1 v1{h.magic,
+                     h.version,
+                     h.header_bytes,
+                     h.dim,
+                     h.row_stride,
+                     h.element_type,
+                     h.metric,
+                     h.rows_per_extent,
+                     h.extent_index,
+                     h.segment_uuid,
+                     0};
+    v1.checksum = HeaderChecksum(v1);
+    out.resize(sizeof(v1));
+    std::memcpy(out.data(), &v1, sizeof(v1));
+  } else {
+    h.checksum = HeaderChecksum(h);
+    out.resize(sizeof(h));
+    std::memcpy(out.data(), &h, sizeof(h));
+  }
+  return out;
 }
 
 uint32_t RowStrideFor(uint32_t dim) { return (dim + 15u) / 16u * 16u; }
@@ -117,20 +167,50 @@ struct ExtentLayout {
   }
 };
 
-Status ValidateFixed(const FixedHeader& h, const std::string& file) {
+// Decodes the first 80 bytes of an extent (any readable version) into the
+// version 2 fields, checking magic, version and checksum; a version 1 header
+// has first_extent_rows = extent_rows = rows_per_extent.
+StatusOr<FixedHeader> DecodeHeader(const unsigned char* bytes,
+                                   const std::string& file) {
+  FixedHeader h{};
+  std::memcpy(&h, bytes, sizeof(h));
   if (h.magic != kMagic) {
     return InvalidArgumentError(file + ": not a ZeroVec segment (bad magic)");
   }
-  if (h.version != kFormatVersion) {
+  if (h.version < kOldestReadableVersion || h.version > kFormatVersion) {
     return FailedPreconditionError(
         file + ": format version " + std::to_string(h.version) +
-        " is not supported (this build reads version " +
-        std::to_string(kFormatVersion) +
-        "; rebuild the collection from its source)");
+        " is not supported (this build reads versions " +
+        std::to_string(kOldestReadableVersion) + " to " +
+        std::to_string(kFormatVersion) + ")");
   }
-  if (HeaderChecksum(h) != h.checksum) {
+  if (h.version == 1) {
+    FixedHeaderV1 v1{};
+    std::memcpy(&v1, bytes, sizeof(v1));
+    if (HeaderChecksum(v1) != v1.checksum) {
+      return DataLossError(file + ": header checksum mismatch");
+    }
+    h = FixedHeader{v1.magic,
+                    v1.version,
+                    v1.header_bytes,
+                    v1.dim,
+                    v1.row_stride,
+                    v1.element_type,
+                    v1.metric,
+                    v1.rows_per_extent,
+                    v1.rows_per_extent,
+                    v1.extent_index,
+                    v1.rows_per_extent,
+                    v1.segment_uuid,
+                    0};
+  } else if (HeaderChecksum(h) != h.checksum) {
     return DataLossError(file + ": header checksum mismatch");
   }
+  return h;
+}
+
+// Range checks of a decoded header.
+Status ValidateFixed(const FixedHeader& h, const std::string& file) {
   if (h.header_bytes != kHeaderBytes || h.dim == 0 || h.dim > kMaxDim ||
       h.row_stride != RowStrideFor(h.dim) ||
       h.element_type != static_cast<uint32_t>(ElementType::kFloat32) ||
@@ -190,10 +270,12 @@ StatusOr<FixedHeader> ReadFixedHeader(const std::filesystem::path& path) {
     return DataLossError(name + ": truncated (" + std::to_string(st.st_size) +
                          " bytes, smaller than the 4096-byte header)");
   }
-  FixedHeader h{};
-  if (::pread(fd.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
+  unsigned char bytes[sizeof(FixedHeader)];
+  if (::pread(fd.get(), bytes, sizeof(bytes), 0) !=
+      static_cast<ssize_t>(sizeof(bytes))) {
     return ErrnoError(errno, path.string());
   }
+  ZV_ASSIGN_OR_RETURN(const FixedHeader h, DecodeHeader(bytes, name));
   ZV_RETURN_IF_ERROR(ValidateFixed(h, name));
   const uint64_t expected =
       ExtentLayout::For(InfoFrom(h), h.extent_rows).file_bytes;
@@ -211,9 +293,9 @@ StatusOr<FixedHeader> ReadFixedHeader(const std::filesystem::path& path) {
 Status CheckSameSegment(const FixedHeader& h, const FixedHeader& h0,
                         uint64_t index, const std::filesystem::path& path) {
   if (h.segment_uuid != h0.segment_uuid || h.extent_index != index ||
-      h.dim != h0.dim || h.row_stride != h0.row_stride ||
-      h.element_type != h0.element_type || h.metric != h0.metric ||
-      h.rows_per_extent != h0.rows_per_extent ||
+      h.version != h0.version || h.dim != h0.dim ||
+      h.row_stride != h0.row_stride || h.element_type != h0.element_type ||
+      h.metric != h0.metric || h.rows_per_extent != h0.rows_per_extent ||
       h.first_extent_rows != h0.first_extent_rows) {
     return DataLossError(path.filename().string() +
                          ": belongs to another segment");
@@ -226,11 +308,11 @@ Status CheckSameSegment(const FixedHeader& h, const FixedHeader& h0,
 // One mapped vectors.NNNNN file.
 class Extent {
  public:
-  // Maps extent `index` of the segment `info` describes (its header already
-  // validated by ReadFixedHeader).
+  // Maps extent `index` of the segment `info` describes; `header` is its
+  // decoded, validated header.
   static StatusOr<std::unique_ptr<Extent>> Map(
       const std::filesystem::path& path, bool writable, const SegmentInfo& info,
-      uint64_t index) {
+      uint64_t index, const FixedHeader& header) {
     const ExtentLayout layout =
         ExtentLayout::For(info, ExtentRows(info, index));
     try {
@@ -241,7 +323,8 @@ class Extent {
         return DataLossError(path.filename().string() +
                              ": mapped size mismatch");
       }
-      return std::unique_ptr<Extent>(new Extent(std::move(region), layout));
+      return std::unique_ptr<Extent>(
+          new Extent(std::move(region), layout, header));
     } catch (const bip::interprocess_exception& e) {
       return Status(e.get_error_code() == bip::not_found_error
                         ? StatusCode::kNotFound
@@ -265,9 +348,8 @@ class Extent {
   uint64_t* tombstone_words() const {
     return reinterpret_cast<uint64_t*>(base() + layout_.tombstones_offset);
   }
-  const FixedHeader& header() const {
-    return *reinterpret_cast<FixedHeader*>(base());
-  }
+  // Decoded (version 2 fields, whatever the file's version).
+  const FixedHeader& header() const { return header_; }
 
   Status Flush(uint64_t offset, uint64_t length) const {
     const uint64_t start = offset / kPage * kPage;
@@ -280,11 +362,13 @@ class Extent {
   const ExtentLayout& layout() const { return layout_; }
 
  private:
-  Extent(bip::mapped_region region, const ExtentLayout& layout)
-      : region_(std::move(region)), layout_(layout) {}
+  Extent(bip::mapped_region region, const ExtentLayout& layout,
+         const FixedHeader& header)
+      : region_(std::move(region)), layout_(layout), header_(header) {}
 
   bip::mapped_region region_;
   ExtentLayout layout_;
+  FixedHeader header_;
 };
 
 // Mutable segment state in extent 0's header page, shared by all processes.
@@ -321,9 +405,11 @@ SegmentView::SegmentView(std::filesystem::path dir, SegmentInfo info)
 SegmentView::~SegmentView() = default;
 
 SegmentView::SharedState* SegmentView::state() const {
-  static_assert(kSharedStateOffset + sizeof(SharedState) <= kHeaderBytes);
-  return reinterpret_cast<SharedState*>(extents_[0]->base() +
-                                        kSharedStateOffset);
+  static_assert(SharedStateOffset(kFormatVersion) + sizeof(SharedState) <=
+                kHeaderBytes);
+  const Extent& e = *extents_[0];
+  return reinterpret_cast<SharedState*>(e.base() +
+                                        SharedStateOffset(e.header().version));
 }
 
 SegmentView::Location SegmentView::Locate(uint64_t row) const {
@@ -434,8 +520,9 @@ Status CreateExtentFile(const std::filesystem::path& dir,
       err != 0) {
     return fail(err, "reserving disk space");
   }
-  if (::pwrite(fd.get(), &header, sizeof(header), 0) !=
-      static_cast<ssize_t>(sizeof(header))) {
+  const std::vector<unsigned char> bytes = EncodeHeader(header);
+  if (::pwrite(fd.get(), bytes.data(), bytes.size(), 0) !=
+      static_cast<ssize_t>(bytes.size())) {
     return fail(errno, "writing header");
   }
   if (::fdatasync(fd.get()) != 0) return fail(errno, "fdatasync");
@@ -511,7 +598,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(
   // extent_count is set once the file is in place.
   ZV_RETURN_IF_ERROR(CreateExtentFile(dir, header, layout, file_mode, gid));
   ZV_ASSIGN_OR_RETURN(auto extent0, Extent::Map(dir / ExtentFileName(0), true,
-                                                writer->info_, 0));
+                                                writer->info_, 0, header));
   writer->extents_.push_back(std::move(extent0));
   Atomic(writer->state()->extent_count).store(1, std::memory_order_release);
   ZV_RETURN_IF_ERROR(writer->extents_[0]->Flush(0, kHeaderBytes));
@@ -536,7 +623,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::filesystem::path& dir,
   std::unique_ptr<Writer> writer(
       new Writer(dir, InfoFrom(header), lock_fd, sync, group));
   ZV_ASSIGN_OR_RETURN(auto extent0, Extent::Map(dir / ExtentFileName(0), true,
-                                                writer->info_, 0));
+                                                writer->info_, 0, header));
   writer->extents_.push_back(std::move(extent0));
 
   SharedState* s = writer->state();
@@ -554,7 +641,8 @@ StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::filesystem::path& dir,
     const auto path = dir / ExtentFileName(i);
     ZV_ASSIGN_OR_RETURN(FixedHeader h, ReadFixedHeader(path));
     ZV_RETURN_IF_ERROR(CheckSameSegment(h, header, i, path));
-    ZV_ASSIGN_OR_RETURN(auto extent, Extent::Map(path, true, writer->info_, i));
+    ZV_ASSIGN_OR_RETURN(auto extent,
+                        Extent::Map(path, true, writer->info_, i, h));
     writer->extents_.push_back(std::move(extent));
   }
   writer->visible_rows_ = committed;
@@ -578,7 +666,7 @@ Status Writer::AddExtent() {
       CreateExtentFile(dir_, header, layout, group_ ? 0640 : 0600, gid));
   ZV_ASSIGN_OR_RETURN(
       auto extent, Extent::Map(dir_ / ExtentFileName(header.extent_index), true,
-                               info_, header.extent_index));
+                               info_, header.extent_index, header));
   extents_.push_back(std::move(extent));
   Atomic(state()->extent_count)
       .store(extents_.size(), std::memory_order_release);
@@ -688,7 +776,7 @@ StatusOr<std::unique_ptr<Reader>> Reader::Attach(
   }
   std::unique_ptr<Reader> reader(new Reader(dir, InfoFrom(header)));
   ZV_ASSIGN_OR_RETURN(auto extent0,
-                      Extent::Map(path0, false, reader->info_, 0));
+                      Extent::Map(path0, false, reader->info_, 0, header));
   reader->extents_.push_back(std::move(extent0));
   ZV_RETURN_IF_ERROR(reader->Refresh().status());
   return reader;
@@ -715,7 +803,7 @@ StatusOr<uint64_t> Reader::Refresh() {
     const auto path = dir_ / ExtentFileName(i);
     ZV_ASSIGN_OR_RETURN(FixedHeader h, ReadFixedHeader(path));
     ZV_RETURN_IF_ERROR(CheckSameSegment(h, h0, i, path));
-    ZV_ASSIGN_OR_RETURN(auto extent, Extent::Map(path, false, info_, i));
+    ZV_ASSIGN_OR_RETURN(auto extent, Extent::Map(path, false, info_, i, h));
     extents_.push_back(std::move(extent));
   }
   visible_rows_ = std::max(visible_rows_, committed);

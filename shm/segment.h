@@ -34,8 +34,9 @@
 
 namespace zv::shm {
 
-// 2: extents grow geometrically (first_extent_rows). Version 1 segments are
-// refused with FAILED_PRECONDITION; rebuild them from their source.
+// Written by Create. 2: extents grow geometrically (first_extent_rows).
+// Version 1 segments (fixed-size extents) are still read and appended to in
+// version 1; compaction's new generation is version 2.
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMaxDim = 65536;
 inline constexpr uint64_t kMaxRowsPerExtent = uint64_t{1} << 24;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -247,6 +248,81 @@ TEST(SegmentTest, DefaultFirstExtentIsSmall) {
             StatusCode::kInvalidArgument);
 }
 
+uint64_t Fnv1a64(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// Rewrites page 0 of a version 2 extent (first_extent_rows == rows_per_extent)
+// as version 1 wrote it: the 64-byte header, shared state at byte 64.
+void DowngradeToV1(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << file;
+  std::vector<unsigned char> page(4096), v1(4096, 0);
+  f.read(reinterpret_cast<char*>(page.data()), page.size());
+  // magic .. rows_per_extent (40 bytes), extent_index (v2 @48), uuid (v2 @64).
+  std::memcpy(v1.data(), page.data(), 40);
+  const uint32_t version = 1;
+  std::memcpy(v1.data() + 8, &version, 4);
+  std::memcpy(v1.data() + 40, page.data() + 48, 8);
+  std::memcpy(v1.data() + 48, page.data() + 64, 8);
+  const uint64_t checksum = Fnv1a64(v1.data(), 56);
+  std::memcpy(v1.data() + 56, &checksum, 8);
+  // committed (v2 @128 -> v1 @64), extent count, generation, tombstones,
+  // retired (v2 @192.. -> v1 @128..).
+  std::memcpy(v1.data() + 64, page.data() + 128, 8);
+  std::memcpy(v1.data() + 128, page.data() + 192, 32);
+  f.seekp(0);
+  f.write(reinterpret_cast<const char*>(v1.data()), v1.size());
+}
+
+// A version 1 segment (fixed-size extents, made before geometric growth)
+// still attaches, reopens and grows, in version 1.
+TEST(SegmentTest, Version1SegmentsStillReadAndGrow) {
+  const fs::path dir = FreshDir("v1");
+  {
+    SegmentOptions options;
+    options.dim = 20;
+    options.rows_per_extent = 8;
+    options.first_extent_rows = 8;
+    auto w = Writer::Create(dir, options);
+    ASSERT_TRUE(w.ok()) << w.status();
+    AppendRows(**w, 13);
+    ASSERT_TRUE((*w)->Tombstone(9).ok());
+    (*w)->SetGeneration(5);
+  }
+  DowngradeToV1(dir / "vectors.00000");
+  DowngradeToV1(dir / "vectors.00001");
+  auto r = Reader::Attach(dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->committed(), 13u);
+  EXPECT_EQ((*r)->Generation(), 5u);
+  EXPECT_EQ((*r)->TombstoneCount(), 1u);
+  EXPECT_TRUE((*r)->IsTombstoned(9));
+  for (uint64_t row = 0; row < 13; ++row) ASSERT_EQ(CheckRow(**r, row), "");
+  {
+    auto w = Writer::Open(dir);
+    ASSERT_TRUE(w.ok()) << w.status();
+    AppendRows(**w, 20);  // extents 2 and 3, written as version 1
+  }
+  ASSERT_TRUE((*r)->Refresh().ok());
+  EXPECT_EQ((*r)->committed(), 33u);
+  for (uint64_t row = 0; row < 33; ++row) ASSERT_EQ(CheckRow(**r, row), "");
+  for (const char* name : {"vectors.00002", "vectors.00003"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    uint32_t version = 0;
+    in.seekg(8);
+    in.read(reinterpret_cast<char*>(&version), 4);
+    EXPECT_EQ(version, 1u) << name;
+    EXPECT_EQ(fs::file_size(dir / name), fs::file_size(dir / "vectors.00000"));
+  }
+  auto fresh = Reader::Attach(dir);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->Blocks().size(), 5u);
+  for (uint64_t row = 0; row < 33; ++row) ASSERT_EQ(CheckRow(**fresh, row), "");
+}
+
 TEST(SegmentTest, CommitRulesAndSingleWriter) {
   const fs::path dir = FreshDir("rules");
   auto w = MakeWriter(dir, 8, 16);
@@ -410,8 +486,7 @@ TEST_F(BadSegmentTest, ExtentWithOtherGeometry) {
     std::ifstream in(victim, std::ios::binary);
     in.read(reinterpret_cast<char*>(header), sizeof(header));
   }
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : header) h = (h ^ c) * 0x100000001b3ULL;
+  const uint64_t h = Fnv1a64(header, sizeof(header));
   Poke(victim, 72, &h, sizeof(h));
   fs::copy_file(victim, dir_ / "vectors.00001",
                 fs::copy_options::overwrite_existing);
