@@ -147,7 +147,7 @@ StatusOr<std::unique_ptr<Database>> Database::Open(
   std::optional<gid_t> gid;
   if (options.group) {
     auto resolved = ResolveGroup(*options.group);
-    if (!resolved.ok()) return resolved.status().WithContext("--group");
+    if (!resolved.ok()) return resolved.status().WithContext("data dir group");
     gid = *resolved;
     // RocksDB creates files 0644 & ~umask and has no per-DB mode: keep the
     // group's read bit and nothing for others.
