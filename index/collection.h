@@ -187,6 +187,16 @@ class Collection {
   virtual StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() = 0;
 };
 
+struct DatabaseOptions {
+  // Shares the data directory with this Unix group (`--group`), so co-located
+  // readers running as other users in it can attach: the data dir and
+  // everything in it is chgrp'ed to it (directories 02750, files 0640, also
+  // what an earlier run made), new collections default to it, and the process
+  // umask becomes 027 because RocksDB creates its files 0644 & ~umask. The
+  // caller must be in the group (or root). Unset: files stay owner-only.
+  std::optional<std::string> group;
+};
+
 // All collections of one data directory, sharing one RocksDB meta store.
 class Database {
  public:
@@ -194,7 +204,8 @@ class Database {
 
   // Opens (creating if needed) the data directory.
   static StatusOr<std::unique_ptr<Database>> Open(
-      const std::filesystem::path& data_dir);
+      const std::filesystem::path& data_dir,
+      const DatabaseOptions& options = {});
 
   virtual StatusOr<std::shared_ptr<Collection>> CreateCollection(
       const std::string& name, const CollectionOptions& options) = 0;

@@ -1,11 +1,14 @@
 // Database: one data directory = one RocksDB meta store (<data>/meta) + one
 // folder of segment generations per collection
 // (<data>/collections/<name>/gen.NNNNNN).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
 
+#include "base/group.h"
 #include "index/collection_impl.h"
 #include "index/validate.h"
 
@@ -14,12 +17,18 @@ namespace {
 
 class DatabaseImpl : public Database {
  public:
-  DatabaseImpl(std::filesystem::path data_dir, std::shared_ptr<MetaStore> store)
-      : data_dir_(std::move(data_dir)), store_(std::move(store)) {}
+  DatabaseImpl(std::filesystem::path data_dir, std::shared_ptr<MetaStore> store,
+               std::optional<std::string> group)
+      : data_dir_(std::move(data_dir)),
+        store_(std::move(store)),
+        group_(std::move(group)) {}
 
   Status LoadCollections() {
     ZV_ASSIGN_OR_RETURN(auto metas, store_->ListCollections());
-    for (const CollectionMeta& meta : metas) {
+    for (CollectionMeta& meta : metas) {
+      // A collection made before the data dir was shared: its next
+      // generation (compaction) must be shared too.
+      if (group_ && !meta.options.group) meta.options.group = group_;
       ZV_ASSIGN_OR_RETURN(auto c,
                           CollectionImpl::Open(store_, Root(meta.name), meta));
       collections_.emplace(meta.name, std::move(c));
@@ -62,8 +71,10 @@ class DatabaseImpl : public Database {
     if (collections_.count(name)) {
       return AlreadyExistsError("collection '" + name + "' already exists");
     }
-    ZV_ASSIGN_OR_RETURN(
-        auto c, CollectionImpl::Create(store_, Root(name), name, options));
+    CollectionOptions o = options;
+    if (!o.group) o.group = group_;
+    ZV_ASSIGN_OR_RETURN(auto c,
+                        CollectionImpl::Create(store_, Root(name), name, o));
     collections_.emplace(name, c);
     return std::shared_ptr<Collection>(c);
   }
@@ -106,16 +117,45 @@ class DatabaseImpl : public Database {
 
   std::filesystem::path data_dir_;
   std::shared_ptr<MetaStore> store_;
+  std::optional<std::string> group_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<CollectionImpl>> collections_;
 };
 
+// Gives the data dir and everything under it to `gid` (see DatabaseOptions).
+Status ShareTree(const std::filesystem::path& data_dir, gid_t gid) {
+  ZV_RETURN_IF_ERROR(ShareWithGroup(data_dir, gid));
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(data_dir, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    // RocksDB's background jobs may delete a file we just listed.
+    if (Status s = ShareWithGroup(it->path(), gid);
+        !s.ok() && s.code() != StatusCode::kNotFound) {
+      return s;
+    }
+  }
+  if (ec) {
+    return InternalError(data_dir.string() + ": cannot list: " + ec.message());
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Database>> Database::Open(
-    const std::filesystem::path& data_dir) {
+    const std::filesystem::path& data_dir, const DatabaseOptions& options) {
+  std::optional<gid_t> gid;
+  if (options.group) {
+    auto resolved = ResolveGroup(*options.group);
+    if (!resolved.ok()) return resolved.status().WithContext("data dir group");
+    gid = *resolved;
+    // RocksDB creates files 0644 & ~umask and has no per-DB mode: keep the
+    // group's read bit and nothing for others.
+    ::umask(027);
+  }
   // Documents and metadata are private: directories this call creates are
-  // 0700 (an existing data dir keeps the permissions its operator gave it).
+  // 0700 (an existing data dir keeps the permissions its operator gave it)
+  // unless shared with a group.
   for (const auto& dir :
        {data_dir, data_dir / "collections", data_dir / "meta"}) {
     std::error_code ec;
@@ -127,9 +167,15 @@ StatusOr<std::unique_ptr<Database>> Database::Open(
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace, ec);
   }
+  // Before RocksDB opens: what it creates from here on inherits the group.
+  if (gid) ZV_RETURN_IF_ERROR(ShareTree(data_dir, *gid));
   ZV_ASSIGN_OR_RETURN(std::shared_ptr<MetaStore> store,
                       MetaStore::Open(data_dir / "meta"));
-  auto db = std::make_unique<DatabaseImpl>(data_dir, std::move(store));
+  // Files RocksDB made while opening (LOG, OPTIONS, MANIFEST) and the ingest
+  // dir: inherit the group already; make sure of their modes.
+  if (gid) ZV_RETURN_IF_ERROR(ShareTree(data_dir / "meta", *gid));
+  auto db =
+      std::make_unique<DatabaseImpl>(data_dir, std::move(store), options.group);
   ZV_RETURN_IF_ERROR(db->LoadCollections());
   return std::unique_ptr<Database>(std::move(db));
 }

@@ -25,6 +25,12 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
     code = StatusCode::kResourceExhausted;
   }
   if (s.IsBusy() || s.IsTryAgain()) code = StatusCode::kUnavailable;
+  // RocksDB keeps no errno, only strerror's text: EACCES (e.g. a reader
+  // outside the data dir's --group) should read as what it is.
+  if (s.IsIOError() &&
+      s.ToString().find("Permission denied") != std::string::npos) {
+    code = StatusCode::kPermissionDenied;
+  }
   return Status(code, "meta store " + std::string(what) + ": " + s.ToString());
 }
 
@@ -208,6 +214,14 @@ StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenImpl(
   options.create_missing_column_families = secondary == nullptr;
   if (secondary)
     options.max_open_files = -1;  // required by secondary instances
+  // Small stores stay small. RocksDB fallocates each WAL ahead in steps of
+  // write_buffer_size * 1.1 (~70 MiB) and the MANIFEST in 4 MiB, so one
+  // written row made a data dir ~75 MiB on disk. Appends need no
+  // preallocation (SSTs are written once, sequentially; bulk loads ingest
+  // them), so it is off. Every open rotates the info LOG: keep few.
+  options.allow_fallocate = false;
+  options.manifest_preallocation_size = 64 * 1024;
+  options.keep_log_file_num = 3;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfds;
   for (const char* name : kCfNames) {
     cfds.emplace_back(name, rocksdb::ColumnFamilyOptions());

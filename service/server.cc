@@ -130,7 +130,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                                           options.model_dir.string());
     embedder = std::move(created).value();
   }
-  auto db = index::Database::Open(options.data_dir);
+  index::DatabaseOptions db_options;
+  db_options.group = options.group;
+  auto db = index::Database::Open(options.data_dir, db_options);
   if (!db.ok())
     return db.status().WithContext("data " + options.data_dir.string());
   auto server = std::make_unique<ServerImpl>(options, std::move(db).value(),

@@ -47,6 +47,8 @@ struct ServerOptions {
   std::string device = "auto";
   // When set, every RPC but health needs "authorization: Bearer <token>".
   std::optional<std::string> auth_token;
+  // Shares the data dir with this Unix group (index::DatabaseOptions::group).
+  std::optional<std::string> group;
   Limits limits;
   AutoCompaction auto_compaction;
   // Receives the server's log lines (compactions); unset: stderr.

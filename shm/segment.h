@@ -2,21 +2,21 @@
 // publication.
 //
 // On-disk layout (all integers little-endian; see README "Segment format"):
-//   <dir>/LOCK             flock()ed by the single writer; released by the
-//   kernel on death. <dir>/vectors.NNNNN    fixed-size extents, each mapped
-//   MAP_SHARED:
-//     [0, 4096)            page 0: ExtentHeader (magic, version, fixed fields,
-//     checksum);
-//                          in extent 0 it also holds the mutable, atomic
-//                          segment state (committed row count, extent count,
-//                          generation, tombstones).
-//     rows                 rows_per_extent x row_stride floats, 64-byte
-//     aligned; row
-//                          stride is dim rounded up to 16 floats, padding kept
-//                          at zero (so a zero-padded query gives exact IP and
-//                          L2 over the stride).
-//     ids                  rows_per_extent x int64 external ids.
-//     tombstones           bitmap, one bit a row, in 64-bit atomic words.
+//   <dir>/LOCK           flock()ed by the single writer; released by the
+//                        kernel on death.
+//   <dir>/vectors.NNNNN  extents, each mapped MAP_SHARED. Extent i holds
+//                        min(first_extent_rows << i, rows_per_extent) rows, so
+//                        an empty segment costs a few hundred KiB and a large
+//                        one still grows in rows_per_extent steps. Each file:
+//     [0, 4096)    page 0: ExtentHeader (magic, version, fixed fields, this
+//                  extent's rows, checksum); in extent 0 it also holds the
+//                  mutable, atomic segment state (committed row count, extent
+//                  count, generation, tombstones).
+//     rows         extent rows x row_stride floats, 64-byte aligned; the
+//                  stride is dim rounded up to 16 floats, padding kept at zero
+//                  (so a zero-padded query gives exact IP and L2 over it).
+//     ids          extent rows x int64 external ids.
+//     tombstones   bitmap, one bit a row, in 64-bit atomic words.
 // Growth adds extents and never remaps one a reader holds. The writer fills
 // rows past the committed count, then publishes them with a store-release of
 // the count; readers load-acquire it and read only [0, committed).
@@ -34,7 +34,10 @@
 
 namespace zv::shm {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// Written by Create. 2: extents grow geometrically (first_extent_rows).
+// Version 1 segments (fixed-size extents) are still read and appended to in
+// version 1; compaction's new generation is version 2.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMaxDim = 65536;
 inline constexpr uint64_t kMaxRowsPerExtent = uint64_t{1} << 24;
 inline constexpr uint64_t kMaxExtents = 1u << 20;
@@ -49,7 +52,11 @@ struct SegmentOptions {
   // collection is 16 files, small enough that growth reserves disk in modest
   // steps.
   uint64_t rows_per_extent = 65536;
-  // When set, files are created 0640 and chgrp'ed to this group (else 0600).
+  // Rows of extent 0; each later extent doubles it up to rows_per_extent.
+  // 0 = about 256 KiB of rows (a power of two), so an empty segment is small.
+  uint64_t first_extent_rows = 0;
+  // When set, files are created 0640 and chgrp'ed to this group, the directory
+  // 02750 (else 0600 and 0700). The caller must be in the group (or root).
   std::optional<std::string> group;
   // Commit() waits for msync of the new rows and ids, for power-loss
   // durability.
@@ -62,7 +69,8 @@ struct SegmentInfo {
   uint32_t row_stride =
       0;  // floats between consecutive rows (>= dim, multiple of 16)
   Metric metric = Metric::kInnerProduct;
-  uint64_t rows_per_extent = 0;
+  uint64_t rows_per_extent = 0;    // rows of the largest extents
+  uint64_t first_extent_rows = 0;  // rows of extent 0, in [1, rows_per_extent]
 };
 
 // A contiguous run of rows inside one extent, for searching in place.
@@ -104,19 +112,28 @@ class SegmentView {
   struct SharedState;  // the atomics in extent 0's header page
   SharedState* state() const;
   Extent& extent(uint64_t index) const { return *extents_[index]; }
-  uint64_t extent_of(uint64_t row) const { return row / info_.rows_per_extent; }
+  // Which extent holds `row`, and where inside it.
+  struct Location {
+    uint64_t extent;
+    uint64_t local;
+  };
+  Location Locate(uint64_t row) const;
 
   std::filesystem::path dir_;
   SegmentInfo info_;
   std::vector<std::unique_ptr<Extent>> extents_;
   uint64_t visible_rows_ = 0;
+  // Extents [0, growth_extents_) double from first_extent_rows and hold
+  // growth_rows_ rows together; every later one holds rows_per_extent.
+  uint64_t growth_extents_ = 0;
+  uint64_t growth_rows_ = 0;
 };
 
 // The single writer of a segment. Not thread-safe: callers serialise writes.
 class Writer : public SegmentView {
  public:
-  // Creates a new segment in `dir` (created 0700/0750 if missing; must hold no
-  // segment).
+  // Creates a new segment in `dir` (created if missing, 0700 or 02750 with a
+  // group; must hold no segment).
   static StatusOr<std::unique_ptr<Writer>> Create(
       const std::filesystem::path& dir, const SegmentOptions& options);
   // Reopens an existing segment for writing, e.g. after a crash: rows past the

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -157,6 +158,171 @@ TEST(SegmentTest, GrowthKeepsRowsReaderHoldsInPlace) {
   for (uint64_t row = 0; row < 153; ++row) ASSERT_EQ(CheckRow(**r, row), "");
 }
 
+// Extents double from first_extent_rows up to rows_per_extent; every row and
+// block boundary lands where a reader (in this process, fresh or refreshed)
+// expects, across reopen.
+TEST(SegmentTest, ExtentsGrowGeometricallyToTheCap) {
+  const fs::path dir = FreshDir("geometric");
+  SegmentOptions options;
+  options.dim = 20;
+  options.rows_per_extent = 48;  // not a power of two: the last step is capped
+  options.first_extent_rows = 4;
+  auto created = Writer::Create(dir, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& w = **created;
+  AppendRows(w, 1);
+  auto r = Reader::Attach(dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const float* held = (*r)->Row(0);
+  std::mt19937_64 rng(3);
+  while (w.committed() < 400) AppendRows(w, 1 + rng() % 37);
+  const uint64_t n = w.committed();
+  // 4, 8, 16, 32, then 48 each.
+  const std::vector<uint64_t> want = {4,  8,  16, 32, 48, 48, 48,
+                                      48, 48, 48, 48, 48, 48};
+  uint64_t capacity = 0, extents = 0;
+  while (capacity < n) capacity += want[extents++];
+  EXPECT_EQ(w.MappedRanges().size(), extents);
+  EXPECT_FALSE(fs::exists(dir / ExtentFileName(extents)));
+  for (uint64_t i = 0; i < extents; ++i) {
+    const uint64_t rows = want[i];
+    const uint64_t bytes =
+        4096 + rows * 32 * 4 + rows * 8 + (rows + 63) / 64 * 8;
+    EXPECT_EQ(fs::file_size(dir / ExtentFileName(i)),
+              (bytes + 4095) / 4096 * 4096)
+        << i;
+  }
+  ASSERT_TRUE((*r)->Refresh().ok());
+  EXPECT_EQ((*r)->Row(0), held);  // never remapped
+  auto fresh = Reader::Attach(dir);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->info().first_extent_rows, 4u);
+  for (const auto* view : {static_cast<const SegmentView*>(r->get()),
+                           static_cast<const SegmentView*>(fresh->get())}) {
+    ASSERT_EQ(view->committed(), n);
+    for (uint64_t row = 0; row < n; ++row)
+      ASSERT_EQ(CheckRow(*view, row), "") << row;
+    const auto blocks = view->Blocks();
+    ASSERT_EQ(blocks.size(), extents);
+    uint64_t first = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_EQ(blocks[i].first_row, first);
+      EXPECT_EQ(blocks[i].count, std::min(want[i], n - first));
+      EXPECT_EQ(blocks[i].rows, view->Row(first));
+      EXPECT_EQ(blocks[i].ids[0], RowId(first));
+      first += want[i];
+    }
+  }
+  ASSERT_TRUE(w.Tombstone(n - 1).ok());
+  ASSERT_TRUE(w.Tombstone(4).ok());  // first row of extent 1
+  EXPECT_TRUE((*fresh)->IsTombstoned(4));
+  EXPECT_FALSE((*fresh)->IsTombstoned(3));
+  EXPECT_TRUE((*fresh)->IsTombstoned(n - 1));
+  created->reset();
+  auto reopened = Writer::Open(dir);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  AppendRows(**reopened, 100);
+  ASSERT_TRUE((*fresh)->Refresh().ok());
+  for (uint64_t row = 0; row < n + 100; ++row)
+    ASSERT_EQ(CheckRow(**fresh, row), "") << row;
+}
+
+// The default extent 0 holds about 256 KiB of rows, whatever the cap.
+TEST(SegmentTest, DefaultFirstExtentIsSmall) {
+  for (uint32_t dim : {4u, 256u, 384u, 1536u, 65536u}) {
+    const fs::path dir = FreshDir("small_" + std::to_string(dim));
+    auto w = MakeWriter(dir, dim, 65536);
+    const uint64_t rows = w->info().first_extent_rows;
+    EXPECT_GE(rows, 1u) << dim;
+    EXPECT_LE(rows * w->info().row_stride * 4, 256u * 1024) << dim;
+    EXPECT_GT(rows * 2 * w->info().row_stride * 4, 256u * 1024) << dim;
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / "vectors.00000").c_str(), &st), 0);
+    EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 300u * 1024) << dim;
+  }
+  SegmentOptions options;
+  options.dim = 8;
+  options.rows_per_extent = 16;
+  options.first_extent_rows = 17;
+  EXPECT_EQ(Writer::Create(FreshDir("first_too_big"), options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+uint64_t Fnv1a64(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// Rewrites page 0 of a version 2 extent (first_extent_rows == rows_per_extent)
+// as version 1 wrote it: the 64-byte header, shared state at byte 64.
+void DowngradeToV1(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << file;
+  std::vector<unsigned char> page(4096), v1(4096, 0);
+  f.read(reinterpret_cast<char*>(page.data()), page.size());
+  // magic .. rows_per_extent (40 bytes), extent_index (v2 @48), uuid (v2 @64).
+  std::memcpy(v1.data(), page.data(), 40);
+  const uint32_t version = 1;
+  std::memcpy(v1.data() + 8, &version, 4);
+  std::memcpy(v1.data() + 40, page.data() + 48, 8);
+  std::memcpy(v1.data() + 48, page.data() + 64, 8);
+  const uint64_t checksum = Fnv1a64(v1.data(), 56);
+  std::memcpy(v1.data() + 56, &checksum, 8);
+  // committed (v2 @128 -> v1 @64), extent count, generation, tombstones,
+  // retired (v2 @192.. -> v1 @128..).
+  std::memcpy(v1.data() + 64, page.data() + 128, 8);
+  std::memcpy(v1.data() + 128, page.data() + 192, 32);
+  f.seekp(0);
+  f.write(reinterpret_cast<const char*>(v1.data()), v1.size());
+}
+
+// A version 1 segment (fixed-size extents, made before geometric growth)
+// still attaches, reopens and grows, in version 1.
+TEST(SegmentTest, Version1SegmentsStillReadAndGrow) {
+  const fs::path dir = FreshDir("v1");
+  {
+    SegmentOptions options;
+    options.dim = 20;
+    options.rows_per_extent = 8;
+    options.first_extent_rows = 8;
+    auto w = Writer::Create(dir, options);
+    ASSERT_TRUE(w.ok()) << w.status();
+    AppendRows(**w, 13);
+    ASSERT_TRUE((*w)->Tombstone(9).ok());
+    (*w)->SetGeneration(5);
+  }
+  DowngradeToV1(dir / "vectors.00000");
+  DowngradeToV1(dir / "vectors.00001");
+  auto r = Reader::Attach(dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->committed(), 13u);
+  EXPECT_EQ((*r)->Generation(), 5u);
+  EXPECT_EQ((*r)->TombstoneCount(), 1u);
+  EXPECT_TRUE((*r)->IsTombstoned(9));
+  for (uint64_t row = 0; row < 13; ++row) ASSERT_EQ(CheckRow(**r, row), "");
+  {
+    auto w = Writer::Open(dir);
+    ASSERT_TRUE(w.ok()) << w.status();
+    AppendRows(**w, 20);  // extents 2 and 3, written as version 1
+  }
+  ASSERT_TRUE((*r)->Refresh().ok());
+  EXPECT_EQ((*r)->committed(), 33u);
+  for (uint64_t row = 0; row < 33; ++row) ASSERT_EQ(CheckRow(**r, row), "");
+  for (const char* name : {"vectors.00002", "vectors.00003"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    uint32_t version = 0;
+    in.seekg(8);
+    in.read(reinterpret_cast<char*>(&version), 4);
+    EXPECT_EQ(version, 1u) << name;
+    EXPECT_EQ(fs::file_size(dir / name), fs::file_size(dir / "vectors.00000"));
+  }
+  auto fresh = Reader::Attach(dir);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->Blocks().size(), 5u);
+  for (uint64_t row = 0; row < 33; ++row) ASSERT_EQ(CheckRow(**fresh, row), "");
+}
+
 TEST(SegmentTest, CommitRulesAndSingleWriter) {
   const fs::path dir = FreshDir("rules");
   auto w = MakeWriter(dir, 8, 16);
@@ -295,9 +461,42 @@ TEST_F(BadSegmentTest, ExtentFromAnotherSegment) {
   ExpectAttachFails(StatusCode::kDataLoss, "belongs to another segment");
 }
 
+// An extent whose header (checksum intact) claims another geometry than
+// extent 0 would be mapped past its end: refused.
+TEST_F(BadSegmentTest, ExtentWithOtherGeometry) {
+  const fs::path other = FreshDir("other_geometry");
+  SegmentOptions options;
+  options.dim = 16;
+  options.rows_per_extent = 8;
+  options.first_extent_rows = 2;  // dir_ has 8: extent 1 holds 4, not 8
+  auto w = Writer::Create(other, options);
+  ASSERT_TRUE(w.ok()) << w.status();
+  AppendRows(**w, 12);
+  // Give it dir_'s uuid (bytes 64..71) and a matching checksum (FNV-1a-64).
+  uint64_t uuid = 0;
+  {
+    std::ifstream in(dir_ / "vectors.00000", std::ios::binary);
+    in.seekg(64);
+    in.read(reinterpret_cast<char*>(&uuid), sizeof(uuid));
+  }
+  const fs::path victim = other / "vectors.00001";
+  Poke(victim, 64, &uuid, sizeof(uuid));
+  unsigned char header[72];
+  {
+    std::ifstream in(victim, std::ios::binary);
+    in.read(reinterpret_cast<char*>(header), sizeof(header));
+  }
+  const uint64_t h = Fnv1a64(header, sizeof(header));
+  Poke(victim, 72, &h, sizeof(h));
+  fs::copy_file(victim, dir_ / "vectors.00001",
+                fs::copy_options::overwrite_existing);
+  ExpectAttachFails(StatusCode::kDataLoss, "belongs to another segment");
+}
+
 TEST_F(BadSegmentTest, CommittedCountPastCapacity) {
   const uint64_t committed = 1u << 30;
-  Poke(dir_ / "vectors.00000", 64, &committed, sizeof(committed));
+  // The shared state (committed count first) starts at byte 128 of extent 0.
+  Poke(dir_ / "vectors.00000", 128, &committed, sizeof(committed));
   ExpectAttachFails(StatusCode::kDataLoss, "exceeds the extents' capacity");
 }
 
@@ -339,6 +538,10 @@ TEST(SegmentTest, GroupOptionGivesGroupRead) {
     EXPECT_EQ(st.st_mode & 0777, 0640u) << name;
     EXPECT_EQ(st.st_gid, g->gr_gid);
   }
+  struct stat dir_st {};
+  ASSERT_EQ(::stat(dir.c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_mode & 07777, 02750u);
+  EXPECT_EQ(dir_st.st_gid, g->gr_gid);
   options.group = "no-such-group-zerovec";
   EXPECT_EQ(Writer::Create(FreshDir("badgroup"), options).status().code(),
             StatusCode::kInvalidArgument);

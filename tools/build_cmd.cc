@@ -516,6 +516,9 @@ Status Build(const Flags& flags, BuildStats* stats,
              std::string* collection_name) {
   ZV_ASSIGN_OR_RETURN(*collection_name, flags.Require("collection"));
   ZV_ASSIGN_OR_RETURN(const std::string input, flags.Require("input"));
+  if (flags.Has("group")) {
+    ZV_RETURN_IF_ERROR(CheckGroupFlag(flags.Get("group")));
+  }
   const std::string data = flags.Get("data", kDefaultData);
   ZV_ASSIGN_OR_RETURN(const std::string descriptor,
                       IndexDescriptor(flags.Get("index", "flat")));
@@ -590,7 +593,9 @@ Status Build(const Flags& flags, BuildStats* stats,
         source->where() + ": no \"vector\" (needed with --model none)");
   }
 
-  auto db = index::Database::Open(data);
+  index::DatabaseOptions db_options;
+  if (flags.Has("group")) db_options.group = flags.Get("group");
+  auto db = index::Database::Open(data, db_options);
   if (!db.ok()) return fail(db.status().WithContext("data " + data));
   std::shared_ptr<index::Collection> collection;
   if (auto existing = (*db)->GetCollection(*collection_name); existing.ok()) {
@@ -668,10 +673,11 @@ int Fail(const std::string& command, const Status& s, bool usage) {
 }
 
 int RunBuild(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args,
-                            {"data", "collection", "input", "model", "index",
-                             "batch", "format", "device", "ids", "inflight"},
-                            {});
+  auto flags =
+      Flags::Parse(args,
+                   {"data", "collection", "input", "model", "index", "batch",
+                    "format", "device", "ids", "inflight", "group"},
+                   {});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;

@@ -11,7 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/group.h"
+
 namespace zv::tools {
+
+Status CheckGroupFlag(const std::string& group) {
+  if (group.empty()) return InvalidArgumentError("--group: empty");
+  return ResolveGroup(group).status().WithContext("--group");
+}
 
 std::string DefaultModelDir(const Flags& flags) {
   if (flags.Has("model")) return flags.Get("model");

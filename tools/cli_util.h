@@ -59,6 +59,10 @@ inline bool IsUsageError(const Status& s) {
 // binary in <bundle>/bin).
 std::string DefaultModelDir(const Flags& flags);
 
+// --group NAME, checked before any work: INVALID_ARGUMENT (a usage error) for
+// an empty or unknown group, PERMISSION_DENIED if the caller is not in it.
+Status CheckGroupFlag(const std::string& group);
+
 // Reads floats separated by whitespace or commas, optionally in [ ].
 StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path);
 

@@ -57,6 +57,10 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
     std::cerr << "zerovec serve: " << line << "\n";
   };
   *port_file = flags.Get("port-file");
+  if (flags.Has("group")) {
+    ZV_RETURN_IF_ERROR(CheckGroupFlag(flags.Get("group")));
+    options->group = flags.Get("group");
+  }
   if (flags.Has("auth-token-file")) {
     auto token = ReadSecretFile(flags.Get("auth-token-file"));
     if (!token.ok()) return FailedPreconditionError(token.status().message());
@@ -73,7 +77,7 @@ int RunServe(const std::vector<std::string>& args) {
       {"data", "listen", "model", "device", "auth-token-file", "port-file",
        "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
        "max-concurrent-requests", "shutdown-grace-s", "compact-tombstones",
-       "compact-min-rows"},
+       "compact-min-rows", "group"},
       {});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;
@@ -96,8 +100,9 @@ int RunServe(const std::vector<std::string>& args) {
   signal(SIGXFSZ, SIG_IGN);
   // Owner-only files: RocksDB creates its WAL, SSTs and logs (which hold the
   // documents) with 0666 & ~umask, so a default umask of 022 would let any
-  // local user read them. Segment files set their own modes.
-  umask(077);
+  // local user read them. Segment files set their own modes. With --group,
+  // the group reads too (027).
+  umask(options.group ? 027 : 077);
 
   auto server = service::Server::Start(options);
   if (!server.ok()) return Fail("serve", server.status(), false);

@@ -27,6 +27,7 @@ constexpr Command kCommands[] = {
           bad line stops it with file:line, keeping what came before.
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
+          --group NAME: share the data dir with a Unix group (files 0640).
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
@@ -34,7 +35,7 @@ constexpr Command kCommands[] = {
           [--max-batch N] [--max-k N] [--max-text-bytes N]
           [--max-message-bytes N] [--max-concurrent-requests N]
           [--compact-tombstones F] [--compact-min-rows N]
-          [--shutdown-grace-s N]
+          [--shutdown-grace-s N] [--group NAME]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
           --compact-tombstones F: compact a collection in the background once
           a fraction F (0..1) of its rows is tombstoned (deleted or replaced)

@@ -91,9 +91,11 @@ void ExpectAllPresent(pb::ZeroVec::Stub* stub, int acked, uint32_t dim) {
 TEST(DiskFullTest, FileSizeLimitIsResourceExhaustedAndRecovers) {
   constexpr uint32_t kDim =
       1024;  // a row is 4 KiB: extents dwarf the meta files
-  constexpr uint64_t kRowsPerExtent = 256;  // ~1 MiB an extent
-  constexpr uint64_t kLimit = 512
-                              << 10;  // below one extent, above any meta file
+  constexpr uint64_t kRowsPerExtent = 256;  // ~1 MiB an extent at the cap
+  // Extent 0 holds 64 rows (256 KiB, the default first extent); extent 1, 128
+  // rows, is just over the limit, which is above any meta file.
+  constexpr uint64_t kFirstExtentRows = 64;
+  constexpr uint64_t kLimit = 512 << 10;
   const fs::path data = MakeTempDir("disk_full_rlimit") / "data";
   CreateSmallExtentCollection(data, kDim, kRowsPerExtent);
   if (HasFatalFailure()) return;
@@ -106,8 +108,8 @@ TEST(DiskFullTest, FileSizeLimitIsResourceExhaustedAndRecovers) {
   ASSERT_NE(server, nullptr) << error;
   grpc::Status failure;
   const int acked = IngestUntilFull(server->stub(), kDim, 32, 4096, &failure);
-  EXPECT_EQ(acked, static_cast<int>(kRowsPerExtent))
-      << "the first extent holds 256 rows";
+  EXPECT_EQ(acked, static_cast<int>(kFirstExtentRows))
+      << "the first extent holds 64 rows";
   EXPECT_EQ(failure.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << "EFBIG from posix_fallocate must be RESOURCE_EXHAUSTED, got "
       << failure.error_code() << ": " << failure.error_message();

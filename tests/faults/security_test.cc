@@ -147,12 +147,15 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
 
 // Runs `fn` in a child that dropped to uid/gid 65534; its exit code, or -1 when
 // the uid cannot be switched here.
-int RunAsNobody(const std::function<int()>& fn) {
+// Runs fn in a child as uid/gid 65534 with `groups` as its supplementary
+// groups; -1 where the uid cannot be switched.
+int RunAsNobody(const std::function<int()>& fn,
+                const std::vector<gid_t>& groups = {}) {
   if (::geteuid() != 0) return -1;
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 ||
-        ::setuid(65534) != 0)
+    if (::setgroups(groups.size(), groups.data()) != 0 ||
+        ::setgid(65534) != 0 || ::setuid(65534) != 0)
       ::_exit(100);
     ::_exit(fn());
   }
@@ -219,6 +222,80 @@ TEST(SecurityTest, AnotherUidCannotAttachOrReadTheDataDir) {
                            << std::oct
                            << static_cast<int>(fs::status(f).permissions())
                            << ")";
+  }
+}
+
+// --group: a reader running as another uid in the group attaches while the
+// server writes (new WAL records, new collections), one outside it cannot.
+TEST(SecurityTest, GroupMemberAttachesWhileServing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
+  struct group* g = ::getgrnam("users");
+  if (g == nullptr) g = ::getgrnam("nogroup");
+  if (g == nullptr) GTEST_SKIP() << "no users/nogroup group to share with";
+  const std::string group = g->gr_name;
+  const gid_t gid = g->gr_gid;
+  const fs::path root =
+      fs::path("/tmp") / ("zv-security-group-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  ::chmod(root.c_str(), 0755);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{root};
+  ServeOptions so;
+  so.data_dir = root / "data";
+  so.extra_flags = {"--group", group};
+  std::string error;
+  auto server = ServerProcess::Start(so, &error);
+  ASSERT_NE(server, nullptr) << error;
+  ASSERT_TRUE(CreateCollection(server->stub(), "shared", kDim).ok());
+  auto upsert = [&](const std::string& id) {
+    pb::UpsertRequest up;
+    up.set_collection("shared");
+    pb::Item* item = up.add_items();
+    item->set_id(id);
+    const auto v = VectorFor(id, kDim);
+    item->mutable_vector()->Add(v.begin(), v.end());
+    item->set_text("shared document " + id);
+    pb::UpsertResponse resp;
+    return server->stub()->Upsert(Ctx().get(), up, &resp).ok();
+  };
+  // 0: attached and `id` is the top hit for its own vector.
+  auto attach_finds = [&](const std::string& id) {
+    auto a = index::AttachedCollection::Attach(so.data_dir, "shared");
+    if (!a.ok()) {
+      return a.status().code() == StatusCode::kPermissionDenied ? 1 : 2;
+    }
+    index::SearchOptions options;
+    options.k = 1;
+    const auto v = VectorFor(id, kDim);
+    auto hits = (*a)->Search(v, options);
+    return hits.ok() && !(*hits)[0].empty() && (*hits)[0][0].id == id ? 0 : 3;
+  };
+  ASSERT_TRUE(upsert("s1"));
+  const int first = RunAsNobody([&] { return attach_finds("s1"); }, {gid});
+  if (first == -1) GTEST_SKIP() << "cannot switch uid here (user namespace)";
+  EXPECT_EQ(first, 0) << "a member of " << group << " could not attach";
+  ASSERT_TRUE(upsert("s2"));
+  EXPECT_EQ(RunAsNobody([&] { return attach_finds("s2"); }, {gid}), 0)
+      << "a member does not see a row written after the first attach";
+  EXPECT_EQ(RunAsNobody([&] { return attach_finds("s1"); }), 1)
+      << "outside the group, attach must be PERMISSION_DENIED";
+
+  for (const auto& e : fs::recursive_directory_iterator(so.data_dir)) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(e.path().c_str(), &st), 0);
+    const auto rel = e.path().lexically_relative(so.data_dir);
+    EXPECT_EQ(st.st_gid, gid) << rel;
+    if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, 02750u) << rel;
+    } else {
+      EXPECT_EQ(st.st_mode & 07777, 0640u) << rel;
+    }
   }
 }
 

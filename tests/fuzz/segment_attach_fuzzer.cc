@@ -48,15 +48,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // when asked so the fuzzer can reach the mapping and refresh paths, not only
   // size checks.
   std::string file0(reinterpret_cast<const char*>(data), size0);
-  if ((flags & 1) && file0.size() >= 64) {
-    uint32_t dim, stride;
-    uint64_t rpe;
-    std::memcpy(&dim, file0.data() + 16, 4);
+  if ((flags & 1) && file0.size() >= 80) {
+    // Format 2: row_stride at byte 20, this extent's rows at byte 56.
+    uint32_t stride;
+    uint64_t rows;
     std::memcpy(&stride, file0.data() + 20, 4);
-    std::memcpy(&rpe, file0.data() + 32, 8);
+    std::memcpy(&rows, file0.data() + 56, 8);
     const uint64_t bytes =
-        4096 + rpe * (uint64_t{stride} * 4 + 8) + (rpe + 63) / 64 * 8;
-    if (stride <= 4096 && rpe <= 4096)
+        4096 + rows * (uint64_t{stride} * 4 + 8) + (rows + 63) / 64 * 8;
+    if (stride <= 4096 && rows <= 4096)
       file0.resize((bytes + 4095) / 4096 * 4096);
   }
   WriteFile(dir / "vectors.00000",
