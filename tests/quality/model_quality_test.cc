@@ -41,9 +41,9 @@ std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   return lines;
 }
 
-std::unique_ptr<embed::Embedder> CpuEmbedder() {
+std::unique_ptr<embed::Embedder> CpuEmbedder(const char* model = kModel) {
   embed::EmbedderOptions options;
-  options.model_dir = kModel;
+  options.model_dir = model;
   options.device = embed::DevicePreference::kCpu;
   auto embedder = embed::Embedder::Create(options);
   EXPECT_TRUE(embedder.ok()) << embedder.status();
@@ -184,6 +184,63 @@ TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
   // Training-time evaluation (PyTorch, same split): 0.588 vs 0.187.
   EXPECT_GT(model_recall, 0.5);
   EXPECT_GT(model_recall, bm25_recall + 0.2);
+}
+
+// Real text never trained on (tools/model/make_manpage_eval.py): 227 questions
+// from man pages' NAME lines, 4,478 passages from their bodies; a question is
+// answered when a top-10 passage comes from its page. Dense and BM25 printed
+// for the model; the bar asserted is a regression guard (the measured hit@10,
+// 165, less a margin), not issue 20's "dense >= BM25", which it does not meet
+// (BM25 208/227; the zerovec-l6 candidate reaches 198: tools/model/README.md).
+struct ManPageScore {
+  int queries = 0, dense_hit10 = 0, dense_hit1 = 0, bm25_hit10 = 0;
+};
+
+ManPageScore ScoreManPages(const char* model) {
+  std::vector<std::string> passages, passage_page, queries, query_page;
+  for (auto& j : ReadJsonl("tests/data/manpages/eval.jsonl")) {
+    auto& texts = j["kind"] == "query" ? queries : passages;
+    auto& pages = j["kind"] == "query" ? query_page : passage_page;
+    texts.push_back(j["text"]);
+    pages.push_back(j["page"]);
+  }
+  ManPageScore score;
+  score.queries = static_cast<int>(queries.size());
+  auto embedder = CpuEmbedder(model);
+  if (embedder == nullptr) return score;
+  const int dim = embedder->info().dim;
+  const std::vector<float> p = Embed(*embedder, passages);
+  const std::vector<float> q = Embed(*embedder, queries);
+  const Bm25 bm25(passages);
+  std::vector<float> scores(passages.size());
+  auto hit = [&](const std::vector<int>& top, size_t qi, size_t k) {
+    for (size_t r = 0; r < std::min(k, top.size()); ++r) {
+      if (passage_page[top[r]] == query_page[qi]) return 1;
+    }
+    return 0;
+  };
+  for (size_t i = 0; i < queries.size(); ++i) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, passages.size(), dim, 1.0f,
+                p.data(), dim, q.data() + i * dim, 1, 0.0f, scores.data(), 1);
+    auto top = TopK(scores.data(), passages.size(), 10);
+    score.dense_hit10 += hit(top, i, 10);
+    score.dense_hit1 += hit(top, i, 1);
+    auto lexical = bm25.Score(queries[i]);
+    score.bm25_hit10 += hit(TopK(lexical.data(), passages.size(), 10), i, 10);
+  }
+  std::printf(
+      "man pages, %s (C++ CPU encoder): %d questions, %zu passages: dense "
+      "hit@10 %d (hit@1 %d), BM25 (words) hit@10 %d\n",
+      model, score.queries, passages.size(), score.dense_hit10,
+      score.dense_hit1, score.bm25_hit10);
+  return score;
+}
+
+TEST(ModelQualityTest, ManPageQuestionsFindTheirPage) {
+  const ManPageScore mini = ScoreManPages(kModel);
+  ASSERT_GE(mini.queries, 200);
+  EXPECT_GE(mini.dense_hit10, 150);
+  EXPECT_GE(mini.bm25_hit10, 190);  // the baseline itself, as measured
 }
 
 TEST(ModelQualityTest, EverydayQueriesFindWhatAPersonWouldPick) {
