@@ -59,8 +59,23 @@ CollectionImpl::CollectionImpl(std::shared_ptr<MetaStore> store,
       kind_(kind) {}
 
 CollectionImpl::~CollectionImpl() {
-  // Saving the graph spares the next open a rebuild; failure only costs that.
+  // Whatever the index has not persisted yet; failure only costs a rebuild.
   if (!dropped_ && g_ && g_->ann) (void)g_->ann->Save();
+}
+
+bool CollectionImpl::WaitIndexIdle(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);  // no Compact meanwhile
+  return !g_->ann || g_->ann->WaitIdle(timeout);
+}
+
+uint64_t CollectionImpl::IndexedRows() const {
+  std::shared_lock<RwLock> l(mu_);
+  return g_->ann ? g_->ann->indexed() : 0;
+}
+
+size_t CollectionImpl::IndexPieces() const {
+  std::shared_lock<RwLock> l(mu_);
+  return g_->ann ? g_->ann->PieceCount() : 0;
 }
 
 StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
