@@ -198,6 +198,8 @@ void CollectionImpl::MarkDropped() {
   std::lock_guard<std::mutex> w(write_mu_);
   std::unique_lock<RwLock> l(mu_);
   dropped_ = true;
+  // Stops the piece builder before the files go (searches check dropped_).
+  if (g_) g_->ann.reset();
 }
 
 CollectionInfo CollectionImpl::Describe() const {
