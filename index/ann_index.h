@@ -71,6 +71,9 @@ class AnnIndex {
   // Waits up to `timeout` until background work is done (nothing to build or
   // merge); true if idle. For tests and benchmarks.
   virtual bool WaitIdle(std::chrono::milliseconds timeout) { return true; }
+  // Threads a background build may use from its next build on (0: as
+  // configured).
+  virtual void SetBuildThreads(int threads) {}
   // Number of immutable pieces searched (HNSW), else 0.
   virtual size_t PieceCount() const { return 0; }
 };

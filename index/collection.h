@@ -175,6 +175,11 @@ class Collection {
   virtual StatusOr<bool> Contains(const std::string& id) const = 0;
   // Starts a bulk load (see BulkAppender).
   virtual StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() = 0;
+  // Waits until background index work (HNSW pieces, built on their own
+  // thread) has caught up with the committed rows, letting it use `threads`
+  // threads meanwhile (0: as configured). Writers wait too; searches do not.
+  // For the end of a bulk load, so a server starts with the index built.
+  virtual Status FinishIndexing(int threads) { return OkStatus(); }
 };
 
 // All collections of one data directory, sharing one RocksDB meta store.

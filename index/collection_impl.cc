@@ -68,6 +68,17 @@ bool CollectionImpl::WaitIndexIdle(std::chrono::milliseconds timeout) {
   return !g_->ann || g_->ann->WaitIdle(timeout);
 }
 
+Status CollectionImpl::FinishIndexing(int threads) {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);  // no Compact meanwhile
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  if (!g_->ann) return OkStatus();
+  if (threads > 0) g_->ann->SetBuildThreads(threads);
+  while (!g_->ann->WaitIdle(std::chrono::minutes(10))) {
+  }
+  g_->ann->SetBuildThreads(0);
+  return OkStatus();
+}
+
 uint64_t CollectionImpl::IndexedRows() const {
   std::shared_lock<RwLock> l(mu_);
   return g_->ann ? g_->ann->indexed() : 0;

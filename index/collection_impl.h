@@ -60,6 +60,7 @@ class CollectionImpl : public Collection {
   Status Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
+  Status FinishIndexing(int threads) override;
 
   // After DropCollection: every call fails NOT_FOUND, nothing is saved.
   void MarkDropped();

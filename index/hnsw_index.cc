@@ -45,6 +45,8 @@ class HnswWriterIndex : public AnnIndex {
       : m_(m), view_(view), dir_(std::move(dir)), options_(options) {
     options_.interval = std::max<uint64_t>(options_.interval, 1);
     options_.merge_fanout = std::max(options_.merge_fanout, 2);
+    options_.build_threads = std::max(options_.build_threads, 1);
+    build_threads_ = options_.build_threads;
   }
 
   ~HnswWriterIndex() override {
@@ -154,6 +156,11 @@ class HnswWriterIndex : public AnnIndex {
 
   size_t PieceCount() const override { return Snapshot()->pieces.size(); }
 
+  void SetBuildThreads(int threads) override {
+    std::lock_guard<std::mutex> l(mu_);
+    build_threads_ = threads > 0 ? threads : options_.build_threads;
+  }
+
  private:
   struct Job {
     size_t first = 0, count = 0;  // pieces replaced (count 0: a tail build)
@@ -211,8 +218,9 @@ class HnswWriterIndex : public AnnIndex {
       const RowTable rows = rows_;
       const auto list = current_;
       const uint64_t serial = manifest_.next_serial++;
+      const int threads = build_threads_;
       l.unlock();
-      Status s = RunJob(job, rows, *list, serial);
+      Status s = RunJob(job, rows, *list, serial, threads);
       l.lock();
       building_ = false;
       if (!s.ok() && !stop_) {
@@ -228,12 +236,11 @@ class HnswWriterIndex : public AnnIndex {
   // Builds the job's piece and swaps it into the manifest. Builder thread
   // only; no lock held while building.
   Status RunJob(const Job& job, const RowTable& rows, const PieceList& list,
-                uint64_t serial) {
+                uint64_t serial, int threads) {
     const Piece* base = job.count > 0 ? list.pieces[job.first].get() : nullptr;
     ZV_ASSIGN_OR_RETURN(
-        auto piece,
-        BuildPiece(dir_, serial, view_.info(), rows, m_, job.begin, job.end,
-                   base, &stop_flag_, options_.build_threads));
+        auto piece, BuildPiece(dir_, serial, view_.info(), rows, m_, job.begin,
+                               job.end, base, &stop_flag_, threads));
     auto next = std::make_shared<PieceList>();
     Manifest m;
     {
@@ -284,6 +291,7 @@ class HnswWriterIndex : public AnnIndex {
   Manifest manifest_;  // what is on disk (version, serials)
   RowTable rows_;      // committed rows, captured under the collection lock
   uint64_t failed_at_rows_ = UINT64_MAX;
+  int build_threads_ = 1;
   bool building_ = false;
   bool stop_ = false;
   std::atomic<bool> stop_flag_{false};  // read by a build between batches
