@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -218,23 +219,59 @@ class RangeStorage : public faiss::Index {
   uint64_t begin_;
 };
 
-// Per-thread visited marks for the level-0 search (grown to the largest
-// piece searched; a generation counter avoids clearing).
-struct Visited {
-  std::vector<uint32_t> mark;
-  uint32_t tag = 0;
-  void Reset(size_t n) {
-    if (mark.size() < n) mark.resize(n, 0);
-    if (++tag == 0) {
-      std::fill(mark.begin(), mark.end(), 0);
-      tag = 1;
+// Per-thread set of nodes a search has visited: open addressing with a
+// generation tag per slot (no clearing between searches). Sized by what a
+// search visits (about ef x 2M nodes), not by the piece, so many server
+// threads searching large pieces do not each hold a piece-sized array.
+class Visited {
+ public:
+  void Reset() {
+    used_ = 0;
+    if (keys_.empty()) Allocate(1 << 13);
+    if (++tag_ == 0) {
+      std::fill(tags_.begin(), tags_.end(), 0);
+      tag_ = 1;
     }
   }
-  bool TestAndSet(uint32_t i) {
-    if (mark[i] == tag) return true;
-    mark[i] = tag;
-    return false;
+  // True if `v` was visited already; marks it otherwise.
+  bool TestAndSet(uint32_t v) {
+    if (2 * (used_ + 1) > keys_.size()) Grow();
+    for (size_t h = Hash(v);; h = (h + 1) & mask_) {
+      if (tags_[h] != tag_) {
+        tags_[h] = tag_;
+        keys_[h] = v;
+        ++used_;
+        return false;
+      }
+      if (keys_[h] == v) return true;
+    }
   }
+
+ private:
+  // Fibonacci hashing: the product's high bits (low bits would collide for
+  // ids equal modulo the table size).
+  size_t Hash(uint32_t v) const {
+    return static_cast<size_t>((v * 0x9e3779b97f4a7c15ull) >> shift_);
+  }
+  void Allocate(size_t n) {  // n a power of two
+    keys_.assign(n, 0);
+    tags_.assign(n, 0);
+    mask_ = n - 1;
+    shift_ = 64 - std::countr_zero(n);
+  }
+  void Grow() {
+    std::vector<uint32_t> old;
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (tags_[i] == tag_) old.push_back(keys_[i]);
+    Allocate(keys_.size() * 2);
+    tag_ = 1;
+    used_ = 0;
+    for (uint32_t v : old) TestAndSet(v);
+  }
+  std::vector<uint32_t> keys_, tags_;
+  uint32_t tag_ = 0;
+  size_t used_ = 0, mask_ = 0;
+  int shift_ = 64;
 };
 
 using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
@@ -403,7 +440,7 @@ void Piece::Search(const shm::SegmentView& view, const float* query, int k,
   // Beam search on layer 0: candidates by closeness, results (members only)
   // bounded at ef, farthest on top.
   thread_local Visited visited;
-  visited.Reset(size());
+  visited.Reset();
   std::priority_queue<Scored, std::vector<Scored>, std::greater<Scored>> cand;
   std::priority_queue<Scored> best;
   visited.TestAndSet(cur);

@@ -218,9 +218,9 @@ TEST_F(HnswPiecesTest, SearchesDoNotWaitForAWriter) {
       idle.size(), pct(idle, 0.5), written - kBase, busy.size() / 3,
       pct(busy, 0.5), pct(busy, 0.99), max_busy, Impl(*c).IndexPieces());
   EXPECT_GT(written, kBase + kBatch) << "the writer did not get going";
-  // Inserting a 4000-row batch into a graph takes far longer than this; a
-  // search only ever waits for a publication step.
-  EXPECT_LT(max_busy, 250 * kSlow);
+  // A search only ever waits for a publication step (here ~70 ms at worst
+  // with three busy threads on two cores); a generous bound, not a benchmark.
+  EXPECT_LT(max_busy, 500 * kSlow);
   EXPECT_GT(busy.size(), 3 * 20u) << "searches starved";
   ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(300)));
   EXPECT_GT(Impl(*c).IndexedRows(), written - po.interval);
