@@ -654,11 +654,12 @@ Status Build(const Flags& flags, BuildStats* stats,
     if (Status idx = collection->FinishIndexing(cores > 0 ? int(cores) : 1);
         !idx.ok())
       return fail(idx);
-    std::cerr << "build: HNSW pieces built in "
-              << std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count()
-              << " s\n";
+    char line[64];
+    std::snprintf(
+        line, sizeof(line), "build: HNSW pieces built in %.2f s\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count());
+    std::cerr << line;
   }
   return OkStatus();
 }
