@@ -38,6 +38,8 @@
 // cheapest run merges). A merge starts from the first piece's graph and
 // inserts the others' rows. After a build the manifest is swapped and the
 // replaced files unlinked (a process that still maps them keeps valid pages).
+// Collection::FinishIndexing (end of `zerovec build`) waits for the builder
+// with more threads, so a server starts with the index built.
 //
 // A search copies the current piece list (a shared_ptr) under a brief lock,
 // then searches each piece without a lock and merges the top-k lists with
