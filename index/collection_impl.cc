@@ -206,11 +206,16 @@ Status CollectionImpl::CheckAlive() const {
 }
 
 void CollectionImpl::MarkDropped() {
-  std::lock_guard<std::mutex> w(write_mu_);
-  std::unique_lock<RwLock> l(mu_);
-  dropped_ = true;
-  // Stops the piece builder before the files go (searches check dropped_).
-  if (g_) g_->ann.reset();
+  std::unique_ptr<AnnIndex> ann;
+  {
+    std::lock_guard<std::mutex> w(write_mu_);
+    std::unique_lock<RwLock> l(mu_);
+    dropped_ = true;
+    if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
+  }
+  // Stops the piece builder before the files go, outside the locks: a build
+  // may be finishing its file.
+  ann.reset();
 }
 
 CollectionInfo CollectionImpl::Describe() const {

@@ -654,7 +654,8 @@ StatusOr<std::shared_ptr<const Piece>> BuildPiece(
       next += n;
     }
   }));
-  if (next < end) return CancelledError("HNSW piece build stopped");
+  if (next < end || (stop && stop->load(std::memory_order_relaxed)))
+    return CancelledError("HNSW piece build stopped");
 
   const faiss::HNSW& h = index.hnsw;
   const uint64_t n = end - begin;
