@@ -202,7 +202,9 @@ class Database {
 
 // A co-located, read-only view of a collection that another process (the
 // server) writes: attaches the segment read-only and opens the meta store as a
-// RocksDB secondary. Searches exactly (flat) over committed rows.
+// RocksDB secondary. Searches committed rows as the writer does: an HNSW
+// collection through the writer's piece files (mapped read-only, re-read on
+// Refresh) plus an exact scan of the rest; other indexes exactly (flat).
 class AttachedCollection {
  public:
   virtual ~AttachedCollection() = default;
