@@ -42,8 +42,10 @@
 // with more threads, so a server starts with the index built.
 //
 // A search copies the current piece list (a shared_ptr) under a brief lock,
-// then searches each piece without a lock and merges the top-k lists with
-// the exact tail. Recovery: open reads the manifest, maps the pieces, removes
+// then searches each piece without the index's lock (the collection's shared
+// lock, which a writer takes exclusively only to publish rows, keeps the
+// segment's extent table still) and merges the top-k lists with the exact
+// tail. Recovery: open reads the manifest, maps the pieces, removes
 // tmp files and unlisted pieces; a damaged manifest or piece is dropped (that
 // piece and every later one: coverage stays a prefix), logged to stderr and
 // rebuilt by the builder. Attached readers read the same manifest on Refresh
