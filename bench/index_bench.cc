@@ -240,6 +240,8 @@ int Main(const Flags& f) {
         Seconds([&] { hnsw = BuildCollection(**db, "HNSW32", data, f.rows); });
     hi.memory_mb =
         dynamic_cast<CollectionImpl&>(*hnsw).IndexMemoryBytes() / 1e6;
+    std::printf("HNSW32: %zu pieces\n",
+                dynamic_cast<CollectionImpl&>(*hnsw).IndexPieces());
     Measure(&hi, f.queries, queries, CollectionSearch(*hnsw), truth);
     rows.push_back(hi);
     sweeps.push_back(RunSweep(
