@@ -1,6 +1,8 @@
 // Approximate indexes over a segment's rows, chosen by FAISS-style descriptor:
 //   "Flat"           no ANN index; exact search in place (flat_index.h)
-//   "HNSW<M>"        faiss::IndexHNSW whose storage reads the rows in place
+//   "HNSW<M>"        immutable HNSW pieces over row ranges, mapped and
+//                    searched in place, built in the background
+//                    (hnsw_pieces.h)
 //   "IVF<n>,PQ<m>"   faiss::IndexIVFPQ, codes in their own mmapped file,
 //   re-ranked
 //                    exactly against the rows in place
@@ -11,6 +13,7 @@
 
 #include <faiss/impl/IDSelector.h>
 
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -45,20 +48,34 @@ struct AnnSearchParams {
 class AnnIndex {
  public:
   virtual ~AnnIndex() = default;
-  // Rows [0, indexed()) are reachable through this index.
+  // Rows [0, indexed()) are reachable through this index (a snapshot: a
+  // background builder may advance it at any time).
   virtual uint64_t indexed() const = 0;
-  // Brings the index up to date with committed rows (an index may defer: IVF-PQ
-  // trains once enough rows exist and re-encodes the tail in batches).
+  // Tells the index rows [0, committed) exist. Called under the collection's
+  // exclusive lock, so it must be quick: an index may defer (IVF-PQ trains
+  // once enough rows exist; HNSW builds pieces on its own thread).
   virtual Status Update(uint64_t committed) = 0;
-  // Top-k among indexed rows accepted by `sel` (null: all). Queries nq x
-  // row_stride.
+  // Top-k among indexed rows below `limit` accepted by `sel` (null: all).
+  // Queries nq x row_stride. `*covered` receives the prefix [0, covered) of
+  // rows this search reached; the caller searches [covered, limit) exactly.
   virtual Status Search(const float* queries, size_t nq,
                         const faiss::IDSelector* sel,
-                        const AnnSearchParams& params, TopK* out) const = 0;
-  // Persists the index beside the segment so the next open need not rebuild.
+                        const AnnSearchParams& params, uint64_t limit,
+                        TopK* out, uint64_t* covered) const = 0;
+  // Persists what the index has not persisted yet (IVF-PQ; HNSW pieces are
+  // written when built, so for HNSW this does nothing).
   virtual Status Save() = 0;
-  // Heap bytes held by the index (graph links, centroids; not the rows).
+  // Bytes held by the index (graph links, centroids; not the rows). For HNSW
+  // the mapped piece files, shared with every process that maps them.
   virtual size_t MemoryBytes() const = 0;
+  // Waits up to `timeout` until background work is done (nothing to build or
+  // merge); true if idle. For tests and benchmarks.
+  virtual bool WaitIdle(std::chrono::milliseconds timeout) { return true; }
+  // Threads a background build may use from its next build on (0: as
+  // configured).
+  virtual void SetBuildThreads(int threads) {}
+  // Number of immutable pieces searched (HNSW), else 0.
+  virtual size_t PieceCount() const { return 0; }
 };
 
 // Opens (loading saved files from `dir` when present and valid) the index of
@@ -68,8 +85,14 @@ StatusOr<std::unique_ptr<AnnIndex>> OpenAnnIndex(
     const std::filesystem::path& dir);
 
 // Implementations (hnsw_index.cc, ivfpq_index.cc).
+// The writer's HNSW: maps the pieces in `dir`, builds and merges more in the
+// background. `view` must be the segment's Writer.
 StatusOr<std::unique_ptr<AnnIndex>> OpenHnswIndex(
     int m, const shm::SegmentView& view, const std::filesystem::path& dir);
+// A read-only HNSW for attached readers: maps the same pieces; Update
+// re-reads the manifest and maps new pieces.
+StatusOr<std::unique_ptr<AnnIndex>> OpenHnswReader(
+    const shm::SegmentView& view, const std::filesystem::path& dir);
 StatusOr<std::unique_ptr<AnnIndex>> OpenIvfPqIndex(
     int nlist, int pq_m, const shm::SegmentView& view,
     const std::filesystem::path& dir);

@@ -2,7 +2,9 @@
 // attached with shm::Reader, the meta store opened as a RocksDB secondary (its
 // own info logs in a private temp dir). Refresh order matters: segment first,
 // then the meta store, because the writer makes metadata durable before it
-// commits rows.
+// commits rows. An HNSW collection's pieces are mapped read-only from the
+// manifest on each Refresh (hnsw_pieces.h), so the reader searches the same
+// graphs as the writer plus the exact tail.
 #include <stdlib.h>
 
 #include <mutex>
@@ -60,6 +62,9 @@ class AttachedImpl : public AttachedCollection {
     ctx.view = reader_.get();
     ctx.attrs = attrs_.get();
     ctx.rows = rows_;
+    ctx.ann = ann_.get();
+    if (options.ef_search > 0)
+      ctx.ann_params.hnsw_ef_search = options.ef_search;
     ctx.store = store_.get();
     ctx.collection = name_;
     ctx.generation = meta_.generation;
@@ -74,12 +79,24 @@ class AttachedImpl : public AttachedCollection {
         reader_->Retired()) {
       const auto dir = data_dir_ / "collections" / name_ /
                        GenerationDirName(meta->generation);
+      ann_.reset();  // refers to reader_
       ZV_ASSIGN_OR_RETURN(reader_, shm::Reader::Attach(dir));
       attrs_ = std::make_unique<AttributeTable>();
       rows_ = 0;
       meta_ = *meta;
     }
     ZV_ASSIGN_OR_RETURN(const uint64_t committed, reader_->Refresh());
+    // The writer's HNSW pieces, mapped in place; rows past them are searched
+    // exactly, as the writer does.
+    ZV_ASSIGN_OR_RETURN(
+        IndexKind kind,
+        ParseDescriptor(meta_.options.index.descriptor, meta_.options.dim));
+    if (kind.type == IndexKind::kHnsw) {
+      if (!ann_) {
+        ZV_ASSIGN_OR_RETURN(ann_, OpenHnswReader(*reader_, reader_->dir()));
+      }
+      ZV_RETURN_IF_ERROR(ann_->Update(committed));
+    }
     // Metadata of rows below `committed` was durable before they were
     // committed.
     ZV_RETURN_IF_ERROR(store_->CatchUp());
@@ -109,6 +126,7 @@ class AttachedImpl : public AttachedCollection {
   CollectionMeta meta_;
   std::unique_ptr<shm::Reader> reader_;
   std::unique_ptr<AttributeTable> attrs_;
+  std::unique_ptr<AnnIndex> ann_;  // after reader_: destroyed first
   uint64_t rows_ = 0;
 };
 

@@ -185,6 +185,11 @@ class Collection {
   virtual StatusOr<bool> Contains(const std::string& id) const = 0;
   // Starts a bulk load (see BulkAppender).
   virtual StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() = 0;
+  // Waits until background index work (HNSW pieces, built on their own
+  // thread) has caught up with the committed rows, letting it use `threads`
+  // threads meanwhile (0: as configured). Writers wait too; searches do not.
+  // For the end of a bulk load, so a server starts with the index built.
+  virtual Status FinishIndexing(int threads) { return OkStatus(); }
 };
 
 struct DatabaseOptions {
@@ -218,7 +223,9 @@ class Database {
 
 // A co-located, read-only view of a collection that another process (the
 // server) writes: attaches the segment read-only and opens the meta store as a
-// RocksDB secondary. Searches exactly (flat) over committed rows.
+// RocksDB secondary. Searches committed rows as the writer does: an HNSW
+// collection through the writer's piece files (mapped read-only, re-read on
+// Refresh) plus an exact scan of the rest; other indexes exactly (flat).
 class AttachedCollection {
  public:
   virtual ~AttachedCollection() = default;

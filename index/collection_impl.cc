@@ -59,8 +59,34 @@ CollectionImpl::CollectionImpl(std::shared_ptr<MetaStore> store,
       kind_(kind) {}
 
 CollectionImpl::~CollectionImpl() {
-  // Saving the graph spares the next open a rebuild; failure only costs that.
+  // Whatever the index has not persisted yet; failure only costs a rebuild.
   if (!dropped_ && g_ && g_->ann) (void)g_->ann->Save();
+}
+
+bool CollectionImpl::WaitIndexIdle(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);  // no Compact meanwhile
+  return !g_->ann || g_->ann->WaitIdle(timeout);
+}
+
+Status CollectionImpl::FinishIndexing(int threads) {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);  // no Compact meanwhile
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  if (!g_->ann) return OkStatus();
+  if (threads > 0) g_->ann->SetBuildThreads(threads);
+  while (!g_->ann->WaitIdle(std::chrono::minutes(10))) {
+  }
+  g_->ann->SetBuildThreads(0);
+  return OkStatus();
+}
+
+uint64_t CollectionImpl::IndexedRows() const {
+  std::shared_lock<RwLock> l(mu_);
+  return g_->ann ? g_->ann->indexed() : 0;
+}
+
+size_t CollectionImpl::IndexPieces() const {
+  std::shared_lock<RwLock> l(mu_);
+  return g_->ann ? g_->ann->PieceCount() : 0;
 }
 
 StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
@@ -180,9 +206,16 @@ Status CollectionImpl::CheckAlive() const {
 }
 
 void CollectionImpl::MarkDropped() {
-  std::lock_guard<std::mutex> w(write_mu_);
-  std::unique_lock<RwLock> l(mu_);
-  dropped_ = true;
+  std::unique_ptr<AnnIndex> ann;
+  {
+    std::lock_guard<std::mutex> w(write_mu_);
+    std::unique_lock<RwLock> l(mu_);
+    dropped_ = true;
+    if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
+  }
+  // Stops the piece builder before the files go, outside the locks: a build
+  // may be finishing its file.
+  ann.reset();
 }
 
 CollectionInfo CollectionImpl::Describe() const {

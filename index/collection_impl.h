@@ -12,6 +12,7 @@
 #ifndef ZEROVEC_INDEX_COLLECTION_IMPL_H_
 #define ZEROVEC_INDEX_COLLECTION_IMPL_H_
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,7 @@ class CollectionImpl : public Collection {
   StatusOr<CompactionResult> Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
+  Status FinishIndexing(int threads) override;
 
   // After DropCollection: every call fails NOT_FOUND, nothing is saved.
   void MarkDropped();
@@ -66,6 +68,12 @@ class CollectionImpl : public Collection {
   // rows.
   size_t IndexMemoryBytes() const;
   void set_ann_params(const AnnSearchParams& p) { ann_params_ = p; }
+  // Background index work (HNSW pieces), for tests and benchmarks: waits up
+  // to `timeout` until nothing is left to build or merge (holds the writer
+  // lock meanwhile: writes wait, searches do not).
+  bool WaitIndexIdle(std::chrono::milliseconds timeout);
+  uint64_t IndexedRows() const;
+  size_t IndexPieces() const;
 
  private:
   friend class BulkAppenderImpl;

@@ -65,7 +65,9 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
     ZV_RETURN_IF_ERROR(nw.Commit(first + live.size()));
   }
   ZV_RETURN_IF_ERROR(nw.Sync());
-  // The index is built before the switch, so searches never see it half-built.
+  // IVF-PQ is built before the switch, so searches never see it half-built;
+  // HNSW starts with no pieces (every row in the exact tail) and its builder
+  // thread builds them in the background.
   ZV_RETURN_IF_ERROR(OpenAnn(next.get()));
   if (next->ann) ZV_RETURN_IF_ERROR(next->ann->Save());
 

@@ -159,8 +159,12 @@ void FlatSearch(const shm::SegmentView& view, uint64_t begin, uint64_t end,
   if (begin >= end) return;
   const std::vector<Chunk> chunks = Chunks(view, begin, end);
   const int threads = omp_get_max_threads();
+  // A short range (typically the HNSW tail) is scanned serially: waking a
+  // thread team costs more than it saves, and while a writer and the piece
+  // builder hold the cores its barrier can wait a whole time slice.
+  constexpr uint64_t kParallelMinRows = 32768;
   if (nq >= static_cast<size_t>(threads) * 4 || chunks.size() == 1 ||
-      threads == 1) {
+      threads == 1 || end - begin < kParallelMinRows) {
     // Many queries: faiss parallelises over them (and uses BLAS) inside each
     // call.
     for (const Chunk& c : chunks) SearchChunk(view, c, queries, nq, sel, out);

@@ -1,269 +1,367 @@
-// HNSW over the segment in place: faiss::IndexHNSW with a storage index that
-// owns no vectors (it reads rows from the mapped extents), graph node i =
-// segment row i. The graph is saved beside the segment as "hnsw.graph" (own
-// format: faiss's write_index cannot serialise a custom storage) and extended
-// on open.
-#include <faiss/IndexHNSW.h>
-#include <faiss/impl/DistanceComputer.h>
-#include <faiss/impl/FaissAssert.h>
+// The HNSW AnnIndex: immutable pieces + exact tail (design and file formats in
+// hnsw_pieces.h). HnswWriterIndex runs in the writer process with a background
+// builder thread; HnswReaderIndex serves attached readers from the same files.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#include <cstring>
-#include <fstream>
+#include <condition_variable>
+#include <cstdio>
 #include <mutex>
-#include <shared_mutex>
+#include <thread>
 
 #include "index/ann_index.h"
-#include "index/distance.h"
-#include "index/rwlock.h"
+#include "index/hnsw_pieces.h"
 
 namespace zv::index {
 namespace {
 
-constexpr char kMagic[8] = {'Z', 'V', 'H', 'N', 'S', 'W', '0', '1'};
-constexpr int kEfConstruction = 40;
-constexpr const char* kGraphFile = "hnsw.graph";
+// Legacy whole-graph file of the pre-piece format: ignored and removed (the
+// pieces are rebuilt from the rows).
+constexpr const char* kLegacyGraphFile = "hnsw.graph";
 
-faiss::MetricType FaissMetric(shm::Metric m) {
-  return m == shm::Metric::kInnerProduct ? faiss::METRIC_INNER_PRODUCT
-                                         : faiss::METRIC_L2;
+void Log(const std::string& line) {
+  std::fprintf(stderr, "zerovec: %s\n", line.c_str());
 }
 
-class SegmentDistance : public faiss::DistanceComputer {
+size_t MappedBytes(const PieceList& list) {
+  size_t bytes = 0;
+  for (const auto& p : list.pieces) bytes += p->file_bytes();
+  return bytes;
+}
+
+// Tier of a piece of `rows` rows: floor(log_fanout(rows / interval)).
+int Tier(uint64_t rows, uint64_t interval, int fanout) {
+  int t = 0;
+  for (uint64_t cap = interval * fanout; rows >= cap && t < 62; cap *= fanout)
+    ++t;
+  return t;
+}
+
+class HnswWriterIndex : public AnnIndex {
  public:
-  explicit SegmentDistance(const shm::SegmentView& view)
-      : view_(view),
-        d_(view.info().row_stride),
-        ip_(view.info().metric == shm::Metric::kInnerProduct) {}
-  void set_query(const float* x) override { q_ = x; }
-  float operator()(idx_t i) override { return Dis(q_, view_.Row(i)); }
-  float symmetric_dis(idx_t i, idx_t j) override {
-    return Dis(view_.Row(i), view_.Row(j));
+  HnswWriterIndex(int m, const shm::SegmentView& view,
+                  std::filesystem::path dir, const PieceOptions& options)
+      : m_(m), view_(view), dir_(std::move(dir)), options_(options) {
+    options_.interval = std::max<uint64_t>(options_.interval, 1);
+    options_.merge_fanout = std::max(options_.merge_fanout, 2);
+    options_.build_threads = std::max(options_.build_threads, 1);
+    build_threads_ = options_.build_threads;
   }
 
- private:
-  float Dis(const float* a, const float* b) const {
-    return ip_ ? InnerProduct16(a, b, d_) : L2Sqr16(a, b, d_);
-  }
-  const shm::SegmentView& view_;
-  size_t d_;
-  bool ip_;
-  const float* q_ = nullptr;
-};
-
-// A faiss::Index whose "codes" are the segment rows: add() only checks the rows
-// are the next ones of the segment; nothing is copied.
-class SegmentStorage : public faiss::Index {
- public:
-  explicit SegmentStorage(const shm::SegmentView& view)
-      : faiss::Index(view.info().row_stride, FaissMetric(view.info().metric)),
-        view_(view) {
-    is_trained = true;
-  }
-  void add(idx_t n, const float* x) override {
-    FAISS_THROW_IF_NOT_MSG(x == view_.Row(ntotal),
-                           "HNSW storage: rows must be segment rows");
-    ntotal += n;
-  }
-  void search(idx_t, const float*, idx_t, float*, idx_t*,
-              const faiss::SearchParameters*) const override {
-    FAISS_THROW_MSG("SegmentStorage::search: search through the HNSW graph");
-  }
-  void reset() override { ntotal = 0; }
-  void reconstruct(idx_t key, float* recons) const override {
-    std::memcpy(recons, view_.Row(key), sizeof(float) * d);
-  }
-  // faiss's contract: the caller owns and deletes the computer.
-  faiss::DistanceComputer* get_distance_computer() const override {
-    return std::make_unique<SegmentDistance>(view_).release();
+  ~HnswWriterIndex() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    stop_flag_.store(true);
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
   }
 
- private:
-  const shm::SegmentView& view_;
-};
-
-template <typename T>
-void WriteVec(std::ofstream& out, const std::vector<T>& v) {
-  const uint64_t n = v.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out.write(reinterpret_cast<const char*>(v.data()), n * sizeof(T));
-}
-template <typename T>
-bool ReadVec(std::ifstream& in, std::vector<T>* v, uint64_t max) {
-  uint64_t n = 0;
-  if (!in.read(reinterpret_cast<char*>(&n), 8) || n > max) return false;
-  v->resize(n);
-  return static_cast<bool>(
-      in.read(reinterpret_cast<char*>(v->data()), n * sizeof(T)));
-}
-template <typename T>
-void WritePod(std::ofstream& out, T v) {
-  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <typename T>
-bool ReadPod(std::ifstream& in, T* v) {
-  return static_cast<bool>(in.read(reinterpret_cast<char*>(v), sizeof(T)));
-}
-
-class HnswIndex : public AnnIndex {
- public:
-  HnswIndex(int m, const shm::SegmentView& view, std::filesystem::path dir)
-      : view_(view),
-        dir_(std::move(dir)),
-        storage_(std::make_unique<SegmentStorage>(view)),
-        index_(std::make_unique<faiss::IndexHNSW>(storage_.get(), m)) {
-    index_->hnsw.efConstruction = kEfConstruction;
-    // Also the default: some faiss versions read efSearch only from the index.
-    index_->hnsw.efSearch = AnnSearchParams().hnsw_ef_search;
+  // Maps what the manifest lists (no graph work before serving), cleans up
+  // after a crash, and starts the builder.
+  Status Init() {
+    const uint64_t committed = view_.committed();
+    std::error_code ec;
+    uint64_t max_serial = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+      const std::string f = e.path().filename().string();
+      const bool tmp = f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0;
+      if ((f.rfind("hnsw.", 0) == 0 && tmp) || f == kLegacyGraphFile) {
+        std::filesystem::remove(e.path(), ec);
+      } else if (f.rfind("hnsw.piece.", 0) == 0) {
+        max_serial = std::max<uint64_t>(
+            max_serial, std::strtoull(f.c_str() + 11, nullptr, 10));
+      }
+    }
+    Manifest manifest;
+    bool rewrite = false;
+    auto read = ReadManifest(dir_);
+    if (!read.ok()) {
+      Log(read.status().message() + "; dropping it, pieces are rebuilt");
+      manifest.version = static_cast<uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+      rewrite = true;
+    } else if (*read) {
+      manifest = std::move(**read);
+    }
+    manifest.next_serial = std::max(manifest.next_serial, max_serial + 1);
+    Status bad;
+    auto list =
+        MapPieces(dir_, manifest, view_.info(), committed, nullptr, &bad);
+    if (list->pieces.size() != manifest.entries.size()) {
+      Log(bad.message() + "; dropping it and " +
+          std::to_string(manifest.entries.size() - list->pieces.size() - 1) +
+          " later pieces, they are rebuilt");
+      manifest.entries.resize(list->pieces.size());
+      rewrite = true;
+    }
+    if (rewrite) {
+      ++manifest.version;
+      ZV_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
+      list = MapPieces(dir_, manifest, view_.info(), committed, list.get(),
+                       nullptr);
+    }
+    // Pieces no manifest names: a build that crashed before its swap, or
+    // files replaced by a merge whose unlink never ran.
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind("hnsw.piece.", 0) != 0) continue;
+      bool listed = false;
+      for (const auto& p : list->pieces)
+        listed |= f == PieceFileName(p->serial());
+      if (!listed) std::filesystem::remove(e.path(), ec);
+    }
+    manifest_ = std::move(manifest);
+    current_ = std::move(list);
+    rows_ = RowTable(view_, committed);
+    thread_ = std::thread([this] { BuilderMain(); });
+    return OkStatus();
   }
 
-  uint64_t indexed() const override { return index_->ntotal; }
+  uint64_t indexed() const override { return Snapshot()->covered(); }
 
   Status Update(uint64_t committed) override {
-    return CatchFaiss("HNSW add", [&] {
-      // Block by block: faiss reads the new rows as d = row_stride vectors.
-      for (const shm::RowBlock& b : view_.Blocks(committed)) {
-        const uint64_t first = std::max<uint64_t>(b.first_row, index_->ntotal);
-        const uint64_t end = b.first_row + b.count;
-        if (first >= end) continue;
-        index_->add(end - first, view_.Row(first));
-      }
-    });
+    std::lock_guard<std::mutex> l(mu_);
+    if (committed <= rows_.rows()) return OkStatus();
+    // Captured here, under the collection's lock: the builder reads rows
+    // through this table, never through the growing extent list.
+    rows_ = RowTable(view_, committed);
+    cv_.notify_one();
+    return OkStatus();
   }
 
   Status Search(const float* queries, size_t nq, const faiss::IDSelector* sel,
-                const AnnSearchParams& params, TopK* out) const override {
-    if (index_->ntotal == 0) return OkStatus();
-    faiss::SearchParametersHNSW p;
-    p.efSearch = std::max(params.hnsw_ef_search, out->k);
-    p.sel = const_cast<faiss::IDSelector*>(sel);  // faiss only reads it
-    // faiss 1.7.3 sizes the candidate queue from hnsw.efSearch and stops by
-    // the per-search value, so the two must agree or a wider search is capped
-    // at the index's width. Searches at the current width share the lock; a
-    // different width switches it exclusively (and keeps it for the next).
-    std::shared_lock width(ef_mu_);
-    while (index_->hnsw.efSearch != p.efSearch) {
-      width.unlock();
-      {
-        std::unique_lock<RwLock> w(ef_mu_);
-        index_->hnsw.efSearch = p.efSearch;
-      }
-      width.lock();
-    }
-    TopK part(nq, out->k, out->metric);
-    ZV_RETURN_IF_ERROR(CatchFaiss("HNSW search", [&] {
-      index_->search(nq, queries, out->k, part.dist.data(), part.rows.data(),
-                     &p);
-    }));
-    // Defensive: keep only selected rows whatever the faiss version does with
-    // `sel`.
-    for (size_t q = 0; sel && q < nq; ++q) {
-      int w = 0;
-      for (int i = 0; i < out->k; ++i) {
-        const int64_t r = part.rows[q * out->k + i];
-        if (r >= 0 && sel->is_member(r)) {
-          part.rows[q * out->k + w] = r;
-          part.dist[q * out->k + w++] = part.dist[q * out->k + i];
-        }
-      }
-      for (; w < out->k; ++w) part.rows[q * out->k + w] = -1;
-    }
-    out->Merge(part);
+                const AnnSearchParams& params, uint64_t limit, TopK* out,
+                uint64_t* covered) const override {
+    const auto list = Snapshot();
+    ZV_ASSIGN_OR_RETURN(*covered,
+                        SearchPieces(*list, view_, queries, nq, sel,
+                                     params.hnsw_ef_search, limit, out));
     return OkStatus();
   }
 
-  Status Save() override {
-    const auto path = dir_ / kGraphFile, tmp = dir_ / "hnsw.graph.tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      const faiss::HNSW& h = index_->hnsw;
-      out.write(kMagic, 8);
-      WritePod<uint64_t>(out, view_.info().row_stride);
-      WritePod<uint64_t>(out, static_cast<uint64_t>(view_.info().metric));
-      WritePod<uint64_t>(out, index_->ntotal);
-      WriteVec(out, h.assign_probas);
-      WriteVec(out, h.cum_nneighbor_per_level);
-      WriteVec(out, h.levels);
-      WriteVec(out, h.offsets);
-      WriteVec(out, h.neighbors);
-      WritePod<int32_t>(out, h.entry_point);
-      WritePod<int32_t>(out, h.max_level);
-      WritePod<int32_t>(out, h.efConstruction);
-      // The search width is per request; store the default, not the last used.
-      WritePod<int32_t>(out, AnnSearchParams().hnsw_ef_search);
-      WritePod<int32_t>(out, h.upper_beam);
-      out.flush();
-      if (!out) return InternalError(tmp.string() + ": write failed");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec)
-      return InternalError(path.string() + ": rename failed: " + ec.message());
-    return OkStatus();
+  Status Save() override { return OkStatus(); }
+
+  size_t MemoryBytes() const override { return MappedBytes(*Snapshot()); }
+
+  bool WaitIdle(std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> l(mu_);
+    return idle_cv_.wait_for(l, timeout, [&] {
+      Job job;
+      return stop_ || (!building_ && !NextJob(&job));
+    });
   }
 
-  // Loads a saved graph if it fits this segment; otherwise leaves the index
-  // empty (the caller rebuilds it from the rows).
-  bool Load() {
-    std::ifstream in(dir_ / kGraphFile, std::ios::binary);
-    if (!in) return false;
-    char magic[8];
-    uint64_t stride, metric, ntotal;
-    faiss::HNSW h = index_->hnsw;
-    constexpr uint64_t kMax = uint64_t{1} << 40;
-    if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
-        !ReadPod(in, &stride) || !ReadPod(in, &metric) ||
-        !ReadPod(in, &ntotal) || stride != view_.info().row_stride ||
-        metric != static_cast<uint64_t>(view_.info().metric) ||
-        ntotal > view_.committed() || !ReadVec(in, &h.assign_probas, 1024) ||
-        !ReadVec(in, &h.cum_nneighbor_per_level, 1024) ||
-        !ReadVec(in, &h.levels, kMax) || !ReadVec(in, &h.offsets, kMax) ||
-        !ReadVec(in, &h.neighbors, kMax) || !ReadPod(in, &h.entry_point) ||
-        !ReadPod(in, &h.max_level) || !ReadPod(in, &h.efConstruction) ||
-        !ReadPod(in, &h.efSearch) || !ReadPod(in, &h.upper_beam)) {
-      return false;
-    }
-    // Consistency of the link arrays, so a damaged file cannot make search read
-    // out of bounds.
-    if (h.levels.size() != ntotal || h.offsets.size() != ntotal + 1 ||
-        h.offsets.back() != h.neighbors.size() ||
-        h.entry_point >= int64_t(ntotal)) {
-      return false;
-    }
-    for (int32_t n : h.neighbors) {
-      if (n < -1 || n >= static_cast<int64_t>(ntotal)) return false;
-    }
-    h.efSearch = AnnSearchParams().hnsw_ef_search;
-    index_->hnsw = std::move(h);
-    storage_->ntotal = ntotal;
-    index_->ntotal = ntotal;
-    return true;
-  }
+  size_t PieceCount() const override { return Snapshot()->pieces.size(); }
 
-  size_t MemoryBytes() const override {
-    const faiss::HNSW& h = index_->hnsw;
-    return h.neighbors.capacity() * sizeof(int32_t) +
-           h.offsets.capacity() * sizeof(size_t) +
-           h.levels.capacity() * sizeof(int);
+  void SetBuildThreads(int threads) override {
+    std::lock_guard<std::mutex> l(mu_);
+    build_threads_ = threads > 0 ? threads : options_.build_threads;
   }
 
  private:
+  struct Job {
+    size_t first = 0, count = 0;  // pieces replaced (count 0: a tail build)
+    uint64_t begin = 0, end = 0;
+  };
+
+  std::shared_ptr<const PieceList> Snapshot() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return current_;
+  }
+
+  // The next piece to build, if any. Caller holds mu_.
+  bool NextJob(Job* job) const {
+    if (failed_at_rows_ == rows_.rows()) return false;  // retry on new rows
+    const auto& p = current_->pieces;
+    const uint64_t covered = current_->covered();
+    if (rows_.rows() - covered >= options_.interval) {
+      *job = Job{p.size(), 0, covered, rows_.rows()};
+      return true;
+    }
+    const size_t f = static_cast<size_t>(options_.merge_fanout);
+    if (p.size() < f) return false;
+    // Tiered: fanout adjacent pieces of about the same size, cheapest first;
+    // past kMaxPieces any cheapest run, so the count stays bounded whatever
+    // sizes the tail builds produced.
+    bool found = false;
+    uint64_t best = UINT64_MAX;
+    for (size_t i = 0; i + f <= p.size(); ++i) {
+      int lo = 64, hi = -1;
+      for (size_t j = i; j < i + f; ++j) {
+        const int t = Tier(p[j]->size(), options_.interval, f);
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+      const uint64_t rows = p[i + f - 1]->end() - p[i]->begin();
+      if ((hi - lo <= 1 || p.size() > kMaxPieces) && rows < best) {
+        best = rows;
+        *job = Job{i, f, p[i]->begin(), p[i + f - 1]->end()};
+        found = true;
+      }
+    }
+    return found;
+  }
+
+  void BuilderMain() {
+    // Background work yields the CPU to searches and writes.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)),
+                      10);
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      Job job;
+      cv_.wait(l, [&] { return stop_ || NextJob(&job); });
+      if (stop_) return;
+      building_ = true;
+      const RowTable rows = rows_;
+      const auto list = current_;
+      const uint64_t serial = manifest_.next_serial++;
+      const int threads = build_threads_;
+      l.unlock();
+      Status s = RunJob(job, rows, *list, serial, threads);
+      l.lock();
+      building_ = false;
+      if (!s.ok() && !stop_) {
+        // Keep searching exactly; try again when more rows arrive.
+        if (std::filesystem::exists(dir_))
+          Log("HNSW piece build: " + s.message());
+        failed_at_rows_ = rows_.rows();
+      }
+      idle_cv_.notify_all();
+    }
+  }
+
+  // Builds the job's piece and swaps it into the manifest. Builder thread
+  // only; no lock held while building.
+  Status RunJob(const Job& job, const RowTable& rows, const PieceList& list,
+                uint64_t serial, int threads) {
+    const Piece* base = job.count > 0 ? list.pieces[job.first].get() : nullptr;
+    ZV_ASSIGN_OR_RETURN(
+        auto piece, BuildPiece(dir_, serial, view_.info(), rows, m_, job.begin,
+                               job.end, base, &stop_flag_, threads));
+    auto next = std::make_shared<PieceList>();
+    Manifest m;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      m.version = manifest_.version + 1;
+      m.next_serial = manifest_.next_serial;
+    }
+    std::vector<std::shared_ptr<const Piece>> replaced;
+    for (size_t i = 0; i < list.pieces.size(); ++i) {
+      if (i == job.first) next->pieces.push_back(piece);
+      if (i >= job.first && i < job.first + job.count) {
+        replaced.push_back(list.pieces[i]);
+      } else {
+        next->pieces.push_back(list.pieces[i]);
+      }
+    }
+    if (job.first == list.pieces.size()) next->pieces.push_back(piece);
+    for (const auto& p : next->pieces)
+      m.entries.push_back({p->serial(), p->begin(), p->end()});
+    next->version = m.version;
+    Status s = WriteManifest(dir_, m);
+    std::error_code ec;
+    if (!s.ok()) {
+      std::filesystem::remove(dir_ / PieceFileName(serial), ec);
+      return s;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      manifest_.version = m.version;
+      manifest_.entries = m.entries;
+      current_ = std::move(next);
+      failed_at_rows_ = UINT64_MAX;
+    }
+    // Processes that still map these keep their pages until they unmap.
+    for (const auto& p : replaced)
+      std::filesystem::remove(dir_ / PieceFileName(p->serial()), ec);
+    return OkStatus();
+  }
+
+  const int m_;
   const shm::SegmentView& view_;
-  std::filesystem::path dir_;
-  // storage_ outlives index_ (declared first); IndexHNSW does not own it.
-  std::unique_ptr<SegmentStorage> storage_;
-  std::unique_ptr<faiss::IndexHNSW> index_;
-  // Guards index_->hnsw.efSearch, which faiss reads during every search.
-  mutable RwLock ef_mu_;
+  const std::filesystem::path dir_;
+  PieceOptions options_;
+
+  mutable std::mutex mu_;  // brief: guards everything below but the flag
+  std::condition_variable cv_, idle_cv_;
+  std::shared_ptr<const PieceList> current_;
+  Manifest manifest_;  // what is on disk (version, serials)
+  RowTable rows_;      // committed rows, captured under the collection lock
+  uint64_t failed_at_rows_ = UINT64_MAX;
+  int build_threads_ = 1;
+  bool building_ = false;
+  bool stop_ = false;
+  std::atomic<bool> stop_flag_{false};  // read by a build between batches
+  std::thread thread_;
+};
+
+class HnswReaderIndex : public AnnIndex {
+ public:
+  HnswReaderIndex(const shm::SegmentView& view, std::filesystem::path dir)
+      : view_(view),
+        dir_(std::move(dir)),
+        current_(std::make_shared<PieceList>()) {}
+
+  uint64_t indexed() const override { return current_->covered(); }
+
+  // Re-reads the manifest; maps the pieces it names that are new. A damaged
+  // manifest or piece leaves those rows to the exact tail (the writer drops
+  // and rebuilds it); a piece a merge removed meanwhile means a newer
+  // manifest: read again.
+  Status Update(uint64_t committed) override {
+    for (int attempt = 0;; ++attempt) {
+      auto read = ReadManifest(dir_);
+      if (!read.ok() || !*read) return OkStatus();
+      const Manifest& m = **read;
+      if (m.version == current_->version &&
+          current_->pieces.size() == m.entries.size())
+        return OkStatus();
+      Status bad;
+      auto list =
+          MapPieces(dir_, m, view_.info(), committed, current_.get(), &bad);
+      if (bad.code() == StatusCode::kNotFound && attempt < 3) continue;
+      current_ = std::move(list);
+      return OkStatus();
+    }
+  }
+
+  Status Search(const float* queries, size_t nq, const faiss::IDSelector* sel,
+                const AnnSearchParams& params, uint64_t limit, TopK* out,
+                uint64_t* covered) const override {
+    ZV_ASSIGN_OR_RETURN(*covered,
+                        SearchPieces(*current_, view_, queries, nq, sel,
+                                     params.hnsw_ef_search, limit, out));
+    return OkStatus();
+  }
+
+  Status Save() override { return OkStatus(); }
+  size_t MemoryBytes() const override { return MappedBytes(*current_); }
+  size_t PieceCount() const override { return current_->pieces.size(); }
+
+ private:
+  const shm::SegmentView& view_;
+  const std::filesystem::path dir_;
+  // Replaced only by Update, which the attached collection calls under its
+  // exclusive lock; searches run under its shared lock.
+  std::shared_ptr<const PieceList> current_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<AnnIndex>> OpenHnswIndex(
     int m, const shm::SegmentView& view, const std::filesystem::path& dir) {
-  auto index = std::make_unique<HnswIndex>(m, view, dir);
-  if (!index->Load()) {
-    index = std::make_unique<HnswIndex>(m, view, dir);  // start clean
-  }
+  auto index =
+      std::make_unique<HnswWriterIndex>(m, view, dir, GetPieceOptions());
+  ZV_RETURN_IF_ERROR(index->Init());
+  return std::unique_ptr<AnnIndex>(std::move(index));
+}
+
+StatusOr<std::unique_ptr<AnnIndex>> OpenHnswReader(
+    const shm::SegmentView& view, const std::filesystem::path& dir) {
+  auto index = std::make_unique<HnswReaderIndex>(view, dir);
   ZV_RETURN_IF_ERROR(index->Update(view.committed()));
   return std::unique_ptr<AnnIndex>(std::move(index));
 }

@@ -78,7 +78,10 @@ class IvfPqIndex : public AnnIndex {
   }
 
   Status Search(const float* queries, size_t nq, const faiss::IDSelector* sel,
-                const AnnSearchParams& params, TopK* out) const override {
+                const AnnSearchParams& params, uint64_t limit, TopK* out,
+                uint64_t* covered) const override {
+    // Updated under the collection's exclusive lock: never past `limit`.
+    *covered = std::min(indexed(), limit);
     if (!base_) return OkStatus();
     const uint32_t dim = view_.info().dim, stride = view_.info().row_stride;
     std::vector<float> q(nq * dim);

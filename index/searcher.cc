@@ -53,10 +53,12 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
     const std::vector<int64_t> rows = bitmap->Rows();
     FlatSearchRows(view, rows, q.data(), nq, &top);
   } else if (ctx.ann != nullptr && ctx.ann->indexed() > 0) {
-    const uint64_t indexed = std::min(ctx.ann->indexed(), ctx.rows);
-    ZV_RETURN_IF_ERROR(
-        ctx.ann->Search(q.data(), nq, sel, ctx.ann_params, &top));
-    FlatSearch(view, indexed, ctx.rows, q.data(), nq, sel, &top);
+    // The ANN reports the prefix its snapshot covered; the rest is the tail.
+    uint64_t covered = 0;
+    ZV_RETURN_IF_ERROR(ctx.ann->Search(q.data(), nq, sel, ctx.ann_params,
+                                       ctx.rows, &top, &covered));
+    FlatSearch(view, std::min(covered, ctx.rows), ctx.rows, q.data(), nq, sel,
+               &top);
     if (UnderFilled(top, available)) {  // ANN lost some: answer exactly instead
       top = TopK(nq, options.k, view.info().metric);
       FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);

@@ -1,0 +1,731 @@
+// HNSW pieces: file format, manifest, in-place search, building (see
+// hnsw_pieces.h for the design).
+#include "index/hnsw_pieces.h"
+
+#include <faiss/IndexHNSW.h>
+#include <faiss/impl/DistanceComputer.h>
+#include <faiss/impl/FaissAssert.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <queue>
+#include <sstream>
+
+#include "index/ann_index.h"
+#include "index/distance.h"
+
+namespace zv::index {
+namespace {
+
+constexpr char kPieceMagic[8] = {'Z', 'V', 'P', 'I', 'E', 'C', 'E', '1'};
+constexpr char kManifestMagic[8] = {'Z', 'V', 'M', 'A', 'N', 'I', 'F', '1'};
+constexpr uint32_t kPieceVersion = 1;
+constexpr uint32_t kManifestVersion = 1;
+constexpr uint64_t kAlign = 64;
+// Rows inserted between checks of the stop flag.
+constexpr uint64_t kBuildBatch = 512;
+
+std::mutex options_mu;
+PieceOptions options_value;
+
+struct PieceHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t begin, end;
+  uint32_t row_stride, metric;
+  int32_t m, max_level, entry_point;
+  uint32_t ncum;
+  uint64_t cum_off, levels_off, offsets_off, neighbors_off;
+  uint64_t neighbors_count, file_bytes;
+  uint64_t body_checksum;
+  uint64_t reserved;
+  uint64_t header_checksum;  // FNV-1a-64 of every byte before it
+};
+static_assert(sizeof(PieceHeader) == 128);
+
+uint64_t Fnv1a64(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// Word-at-a-time checksum of a byte stream (fast enough to check a large
+// piece on every open; FNV byte-wise would take seconds).
+class BodyHash {
+ public:
+  void Update(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n > 0 && fill_ > 0) {
+      carry_[fill_++] = *p++;
+      --n;
+      if (fill_ == 8) Word(carry_), fill_ = 0;
+    }
+    for (; n >= 8; n -= 8, p += 8) Word(p);
+    while (n > 0) carry_[fill_++] = *p++, --n;
+  }
+  uint64_t Final() {
+    if (fill_ > 0) {
+      std::memset(carry_ + fill_, 0, 8 - fill_);
+      Word(carry_);
+      fill_ = 0;
+    }
+    return h_ ^ (h_ >> 31);
+  }
+
+ private:
+  void Word(const unsigned char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h_ = (h_ ^ w) * 0x9e3779b97f4a7c15ull;
+    h_ ^= h_ >> 29;
+  }
+  uint64_t h_ = 0x243f6a8885a308d3ull;
+  unsigned char carry_[8];
+  int fill_ = 0;
+};
+
+uint64_t AlignUp(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+faiss::MetricType FaissMetric(shm::Metric m) {
+  return m == shm::Metric::kInnerProduct ? faiss::METRIC_INNER_PRODUCT
+                                         : faiss::METRIC_L2;
+}
+
+Status FsyncDir(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open " + dir.string());
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoError(err, "fsync " + dir.string());
+  return OkStatus();
+}
+
+// Writes a whole file as tmp + fsync + rename (+ directory fsync), with the
+// mode and group of the segment's first extent so attached readers that may
+// read the segment may read this too.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path path)
+      : path_(std::move(path)), tmp_(path_.string() + ".tmp") {}
+  ~AtomicFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+  }
+  Status Open() {
+    struct stat st;
+    mode_t mode = 0600;
+    const auto extent0 = path_.parent_path() / shm::ExtentFileName(0);
+    const bool have = ::stat(extent0.c_str(), &st) == 0;
+    if (have) mode = st.st_mode & 0640;
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd_ < 0) return ErrnoError(errno, "create " + tmp_.string());
+    if (have) (void)::fchown(fd_, -1, st.st_gid);  // best effort, as the group
+    return OkStatus();
+  }
+  Status Write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, 1 << 26));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(errno, "write " + tmp_.string());
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return OkStatus();
+  }
+  Status Commit() {
+    if (::fsync(fd_) != 0) return ErrnoError(errno, "fsync " + tmp_.string());
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp_.c_str());
+      return ErrnoError(err, "rename " + path_.string());
+    }
+    return FsyncDir(path_.parent_path());
+  }
+
+ private:
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+};
+
+// faiss's view of rows [begin, ...) of the segment: the "codes" are the rows
+// in place, nothing is copied.
+class RangeDistance : public faiss::DistanceComputer {
+ public:
+  RangeDistance(const RowTable& rows, uint64_t begin, size_t d, bool ip)
+      : rows_(rows), begin_(begin), d_(d), ip_(ip) {}
+  void set_query(const float* x) override { q_ = x; }
+  float operator()(idx_t i) override { return Dis(q_, Row(i)); }
+  float symmetric_dis(idx_t i, idx_t j) override { return Dis(Row(i), Row(j)); }
+
+ private:
+  const float* Row(idx_t i) const { return rows_.Row(begin_ + i); }
+  float Dis(const float* a, const float* b) const {
+    return ip_ ? InnerProduct16(a, b, d_) : L2Sqr16(a, b, d_);
+  }
+  const RowTable& rows_;
+  uint64_t begin_;
+  size_t d_;
+  bool ip_;
+  const float* q_ = nullptr;
+};
+
+class RangeStorage : public faiss::Index {
+ public:
+  RangeStorage(const RowTable& rows, uint64_t begin, size_t d,
+               shm::Metric metric)
+      : faiss::Index(d, FaissMetric(metric)), rows_(rows), begin_(begin) {
+    is_trained = true;
+  }
+  void add(idx_t n, const float* x) override {
+    FAISS_THROW_IF_NOT_MSG(x == rows_.Row(begin_ + ntotal),
+                           "HNSW piece: rows must be segment rows");
+    ntotal += n;
+  }
+  void search(idx_t, const float*, idx_t, float*, idx_t*,
+              const faiss::SearchParameters*) const override {
+    FAISS_THROW_MSG("RangeStorage::search: search through the HNSW graph");
+  }
+  void reset() override { ntotal = 0; }
+  void reconstruct(idx_t key, float* recons) const override {
+    std::memcpy(recons, rows_.Row(begin_ + key), sizeof(float) * d);
+  }
+  // faiss's contract: the caller owns and deletes the computer.
+  faiss::DistanceComputer* get_distance_computer() const override {
+    return new RangeDistance(rows_, begin_, d,
+                             metric_type == faiss::METRIC_INNER_PRODUCT);
+  }
+
+ private:
+  const RowTable& rows_;
+  uint64_t begin_;
+};
+
+// Per-thread set of nodes a search has visited: open addressing with a
+// generation tag per slot (no clearing between searches). Sized by what a
+// search visits (about ef x 2M nodes), not by the piece, so many server
+// threads searching large pieces do not each hold a piece-sized array.
+class Visited {
+ public:
+  void Reset() {
+    used_ = 0;
+    if (keys_.empty()) Allocate(1 << 13);
+    if (++tag_ == 0) {
+      std::fill(tags_.begin(), tags_.end(), 0);
+      tag_ = 1;
+    }
+  }
+  // True if `v` was visited already; marks it otherwise.
+  bool TestAndSet(uint32_t v) {
+    if (2 * (used_ + 1) > keys_.size()) Grow();
+    for (size_t h = Hash(v);; h = (h + 1) & mask_) {
+      if (tags_[h] != tag_) {
+        tags_[h] = tag_;
+        keys_[h] = v;
+        ++used_;
+        return false;
+      }
+      if (keys_[h] == v) return true;
+    }
+  }
+
+ private:
+  // Fibonacci hashing: the product's high bits (low bits would collide for
+  // ids equal modulo the table size).
+  size_t Hash(uint32_t v) const {
+    return static_cast<size_t>((v * 0x9e3779b97f4a7c15ull) >> shift_);
+  }
+  void Allocate(size_t n) {  // n a power of two
+    keys_.assign(n, 0);
+    tags_.assign(n, 0);
+    mask_ = n - 1;
+    shift_ = 64 - std::countr_zero(n);
+  }
+  void Grow() {
+    std::vector<uint32_t> old;
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (tags_[i] == tag_) old.push_back(keys_[i]);
+    Allocate(keys_.size() * 2);
+    tag_ = 1;
+    used_ = 0;
+    for (uint32_t v : old) TestAndSet(v);
+  }
+  std::vector<uint32_t> keys_, tags_;
+  uint32_t tag_ = 0;
+  size_t used_ = 0, mask_ = 0;
+  int shift_ = 64;
+};
+
+using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
+
+}  // namespace
+
+void SetPieceOptions(const PieceOptions& options) {
+  std::lock_guard<std::mutex> l(options_mu);
+  options_value = options;
+}
+
+PieceOptions GetPieceOptions() {
+  std::lock_guard<std::mutex> l(options_mu);
+  return options_value;
+}
+
+RowTable::RowTable(const shm::SegmentView& view, uint64_t rows)
+    : rpe_(view.info().rows_per_extent),
+      stride_(view.info().row_stride),
+      rows_(rows) {
+  for (const shm::RowBlock& b : view.Blocks(rows)) bases_.push_back(b.rows);
+}
+
+std::string PieceFileName(uint64_t serial) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "hnsw.piece.%08llu",
+                static_cast<unsigned long long>(serial));
+  return buf;
+}
+
+// ---------------------------------------------------------------------------
+// Piece
+
+Piece::~Piece() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+StatusOr<std::shared_ptr<const Piece>> Piece::Open(
+    const std::filesystem::path& path, uint64_t serial,
+    const shm::SegmentInfo& info) {
+  const std::string name = path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFoundError(name + ": no such piece");
+    return ErrnoError(errno, "open " + name);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(err, "fstat " + name);
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  auto bad = [&](const std::string& why) {
+    return DataLossError(name + ": damaged HNSW piece: " + why);
+  };
+  if (bytes < sizeof(PieceHeader)) {
+    ::close(fd);
+    return bad("file too short");
+  }
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return ErrnoError(err, "mmap " + name);
+  std::shared_ptr<Piece> p(new Piece());
+  p->map_ = map;
+  p->map_bytes_ = bytes;
+  p->serial_ = serial;
+  const auto* base = static_cast<const char*>(map);
+  PieceHeader h;
+  std::memcpy(&h, base, sizeof(h));
+  if (std::memcmp(h.magic, kPieceMagic, 8) != 0) return bad("bad magic");
+  if (h.header_checksum != Fnv1a64(&h, offsetof(PieceHeader, header_checksum)))
+    return bad("header checksum mismatch");
+  if (h.version != kPieceVersion || h.header_bytes != sizeof(PieceHeader))
+    return bad("unsupported format version " + std::to_string(h.version));
+  if (h.file_bytes != bytes) return bad("size differs from its header");
+  if (h.row_stride != info.row_stride ||
+      h.metric != static_cast<uint32_t>(info.metric))
+    return bad("built for another segment layout");
+  const uint64_t n = h.end - h.begin;
+  if (h.end <= h.begin || n >= (uint64_t{1} << 31) || h.ncum < 2 ||
+      h.ncum > 64 || h.m < 1)
+    return bad("bad sizes");
+  auto fits = [&](uint64_t off, uint64_t count, uint64_t elem) {
+    return off >= sizeof(PieceHeader) && off % 8 == 0 && off <= bytes &&
+           count <= (bytes - off) / elem;
+  };
+  if (!fits(h.cum_off, h.ncum, 4) || !fits(h.levels_off, n, 4) ||
+      !fits(h.offsets_off, n + 1, 8) ||
+      !fits(h.neighbors_off, h.neighbors_count, 4))
+    return bad("section outside the file");
+  BodyHash hash;
+  hash.Update(base + sizeof(PieceHeader), bytes - sizeof(PieceHeader));
+  if (hash.Final() != h.body_checksum) return bad("body checksum mismatch");
+  p->begin_ = h.begin;
+  p->end_ = h.end;
+  p->m_ = h.m;
+  p->max_level_ = h.max_level;
+  p->entry_point_ = h.entry_point;
+  p->ip_ = info.metric == shm::Metric::kInnerProduct;
+  p->stride_ = info.row_stride;
+  p->ncum_ = h.ncum;
+  p->nlinks_ = h.neighbors_count;
+  p->cum_ = reinterpret_cast<const int32_t*>(base + h.cum_off);
+  p->levels_ = reinterpret_cast<const int32_t*>(base + h.levels_off);
+  p->offsets_ = reinterpret_cast<const uint64_t*>(base + h.offsets_off);
+  p->neighbors_ = reinterpret_cast<const int32_t*>(base + h.neighbors_off);
+  // Every bound the search relies on, so it needs no checks of its own.
+  if (p->cum_[0] != 0) return bad("bad layer table");
+  for (size_t l = 1; l < h.ncum; ++l) {
+    if (p->cum_[l] <= p->cum_[l - 1]) return bad("bad layer table");
+  }
+  if (h.max_level < 0 || h.max_level + 2 > static_cast<int>(h.ncum) ||
+      h.entry_point < 0 || static_cast<uint64_t>(h.entry_point) >= n ||
+      p->levels_[h.entry_point] != h.max_level + 1)
+    return bad("bad entry point");
+  if (p->offsets_[0] != 0 || p->offsets_[n] != h.neighbors_count)
+    return bad("bad link offsets");
+  for (uint64_t i = 0; i < n; ++i) {
+    const int32_t lv = p->levels_[i];
+    if (lv < 1 || lv > h.max_level + 1 ||
+        p->offsets_[i + 1] - p->offsets_[i] !=
+            static_cast<uint64_t>(p->cum_[lv]) ||
+        p->offsets_[i + 1] < p->offsets_[i])
+      return bad("bad node " + std::to_string(i));
+  }
+  for (uint64_t j = 0; j < h.neighbors_count; ++j) {
+    const int32_t v = p->neighbors_[j];
+    if (v < -1 || v >= static_cast<int64_t>(n)) return bad("link out of range");
+  }
+  return std::shared_ptr<const Piece>(std::move(p));
+}
+
+void Piece::Search(const shm::SegmentView& view, const float* query, int k,
+                   int ef, const faiss::IDSelector* sel, float* dist,
+                   int64_t* rows) const {
+  const float worst = ip_ ? -std::numeric_limits<float>::infinity()
+                          : std::numeric_limits<float>::infinity();
+  for (int i = 0; i < k; ++i) dist[i] = worst, rows[i] = -1;
+  ef = std::max(ef, k);
+  // Internal distances: smaller is closer (IP negated).
+  auto d = [&](int32_t v) {
+    const float* r = view.Row(begin_ + v);
+    return ip_ ? -InnerProduct16(query, r, stride_)
+               : L2Sqr16(query, r, stride_);
+  };
+  auto member = [&](int32_t v) {
+    return sel == nullptr || sel->is_member(static_cast<int64_t>(begin_ + v));
+  };
+  // Greedy descent through the upper layers.
+  int32_t cur = entry_point_;
+  float dcur = d(cur);
+  for (int l = max_level_; l >= 1; --l) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      const uint64_t o = offsets_[cur];
+      for (uint64_t j = o + cum_[l]; j < o + cum_[l + 1]; ++j) {
+        const int32_t v = neighbors_[j];
+        if (v < 0) break;
+        const float dv = d(v);
+        if (dv < dcur) cur = v, dcur = dv, moved = true;
+      }
+    }
+  }
+  // Beam search on layer 0: candidates by closeness, results (members only)
+  // bounded at ef, farthest on top.
+  thread_local Visited visited;
+  visited.Reset();
+  std::priority_queue<Scored, std::vector<Scored>, std::greater<Scored>> cand;
+  std::priority_queue<Scored> best;
+  visited.TestAndSet(cur);
+  cand.emplace(dcur, cur);
+  if (member(cur)) best.emplace(dcur, cur);
+  const size_t cap = static_cast<size_t>(ef);
+  thread_local std::vector<int32_t> fresh;
+  while (!cand.empty()) {
+    const auto [dc, c] = cand.top();
+    if (best.size() >= cap && dc > best.top().first) break;
+    cand.pop();
+    // Unvisited neighbours first, their rows prefetched, then the distances:
+    // the row fetches overlap instead of each stalling its dot product.
+    const uint64_t o = offsets_[c];
+    const int32_t* links = neighbors_ + o;
+    fresh.clear();
+    for (int j = 0; j < cum_[1]; ++j) {
+      const int32_t v = links[j];
+      if (v < 0) break;
+      if (visited.TestAndSet(v)) continue;
+      fresh.push_back(v);
+      const char* r = reinterpret_cast<const char*>(view.Row(begin_ + v));
+      __builtin_prefetch(r);
+      __builtin_prefetch(r + 64);
+    }
+    for (const int32_t v : fresh) {
+      const float dv = d(v);
+      if (best.size() < cap || dv < best.top().first) {
+        cand.emplace(dv, v);
+        if (member(v)) {
+          best.emplace(dv, v);
+          if (best.size() > cap) best.pop();
+        }
+      }
+    }
+  }
+  while (best.size() > static_cast<size_t>(k)) best.pop();
+  for (int i = static_cast<int>(best.size()) - 1; i >= 0; --i) {
+    dist[i] = ip_ ? -best.top().first : best.top().first;
+    rows[i] = static_cast<int64_t>(begin_) + best.top().second;
+    best.pop();
+  }
+}
+
+Piece::Graph Piece::CopyGraph() const {
+  Graph g;
+  const uint64_t n = size();
+  g.cum.assign(cum_, cum_ + ncum_);
+  g.levels.assign(levels_, levels_ + n);
+  g.offsets.assign(offsets_, offsets_ + n + 1);
+  g.neighbors.assign(neighbors_, neighbors_ + nlinks_);
+  g.entry_point = entry_point_;
+  g.max_level = max_level_;
+  return g;
+}
+
+// ---------------------------------------------------------------------------
+// Manifest
+
+StatusOr<std::optional<Manifest>> ReadManifest(
+    const std::filesystem::path& dir) {
+  const auto path = dir / kManifestFile;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!std::filesystem::exists(path)) return std::optional<Manifest>();
+    return ErrnoError(errno, "open " + path.string());
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string s = ss.str();
+  auto bad = [&](const std::string& why) {
+    return DataLossError(path.string() + ": damaged HNSW manifest: " + why);
+  };
+  constexpr size_t kFixed = 8 + 4 + 4 + 8 + 8;
+  if (s.size() < kFixed + 8) return bad("too short");
+  if (std::memcmp(s.data(), kManifestMagic, 8) != 0) return bad("bad magic");
+  uint64_t sum;
+  std::memcpy(&sum, s.data() + s.size() - 8, 8);
+  if (sum != Fnv1a64(s.data(), s.size() - 8)) return bad("checksum mismatch");
+  uint32_t version, count;
+  Manifest m;
+  std::memcpy(&version, s.data() + 8, 4);
+  std::memcpy(&count, s.data() + 12, 4);
+  std::memcpy(&m.version, s.data() + 16, 8);
+  std::memcpy(&m.next_serial, s.data() + 24, 8);
+  if (version != kManifestVersion)
+    return bad("unsupported format version " + std::to_string(version));
+  if (s.size() != kFixed + 24 * uint64_t{count} + 8) return bad("bad size");
+  uint64_t expect = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    ManifestEntry e;
+    std::memcpy(&e, s.data() + kFixed + 24 * i, 24);
+    if (e.begin != expect || e.end <= e.begin || e.serial >= m.next_serial)
+      return bad("pieces not contiguous");
+    expect = e.end;
+    m.entries.push_back(e);
+  }
+  return std::optional<Manifest>(std::move(m));
+}
+
+Status WriteManifest(const std::filesystem::path& dir, const Manifest& m) {
+  std::string s(kManifestMagic, 8);
+  auto put = [&](const void* p, size_t n) {
+    s.append(static_cast<const char*>(p), n);
+  };
+  const uint32_t version = kManifestVersion;
+  const uint32_t count = static_cast<uint32_t>(m.entries.size());
+  put(&version, 4);
+  put(&count, 4);
+  put(&m.version, 8);
+  put(&m.next_serial, 8);
+  for (const ManifestEntry& e : m.entries) put(&e, 24);
+  const uint64_t sum = Fnv1a64(s.data(), s.size());
+  put(&sum, 8);
+  AtomicFile f(dir / kManifestFile);
+  ZV_RETURN_IF_ERROR(f.Open());
+  ZV_RETURN_IF_ERROR(f.Write(s.data(), s.size()));
+  return f.Commit();
+}
+
+std::shared_ptr<const PieceList> MapPieces(const std::filesystem::path& dir,
+                                           const Manifest& manifest,
+                                           const shm::SegmentInfo& info,
+                                           uint64_t limit,
+                                           const PieceList* reuse,
+                                           Status* bad) {
+  auto list = std::make_shared<PieceList>();
+  list->version = manifest.version;
+  for (const ManifestEntry& e : manifest.entries) {
+    if (e.end > limit) {
+      if (bad)
+        *bad = DataLossError(PieceFileName(e.serial) + " ends at row " +
+                             std::to_string(e.end) + ", past the " +
+                             std::to_string(limit) + " committed rows");
+      break;
+    }
+    std::shared_ptr<const Piece> p;
+    for (size_t i = 0; reuse && i < reuse->pieces.size() && !p; ++i) {
+      const auto& q = reuse->pieces[i];
+      if (q->serial() == e.serial && q->begin() == e.begin && q->end() == e.end)
+        p = q;
+    }
+    if (!p) {
+      auto opened = Piece::Open(dir / PieceFileName(e.serial), e.serial, info);
+      if (opened.ok() &&
+          ((*opened)->begin() != e.begin || (*opened)->end() != e.end)) {
+        opened = DataLossError(PieceFileName(e.serial) +
+                               ": rows differ from the manifest's");
+      }
+      if (!opened.ok()) {
+        if (bad) *bad = opened.status();
+        break;
+      }
+      p = std::move(opened).value();
+    }
+    list->pieces.push_back(std::move(p));
+  }
+  return list;
+}
+
+StatusOr<uint64_t> SearchPieces(const PieceList& list,
+                                const shm::SegmentView& view,
+                                const float* queries, size_t nq,
+                                const faiss::IDSelector* sel, int ef,
+                                uint64_t limit, TopK* out) {
+  const size_t stride = view.info().row_stride;
+  const int k = out->k;
+  uint64_t covered = 0;
+  TopK part(nq, k, out->metric);
+  for (const auto& p : list.pieces) {
+    if (p->end() > limit || p->begin() != covered) break;
+      // Several queries (SearchBatch) spread over threads; one runs inline.
+#pragma omp parallel for if (nq > 1) schedule(dynamic)
+    for (size_t q = 0; q < nq; ++q) {
+      p->Search(view, queries + q * stride, k, ef, sel, &part.dist[q * k],
+                &part.rows[q * k]);
+    }
+    out->Merge(part);
+    covered = p->end();
+  }
+  return covered;
+}
+
+// ---------------------------------------------------------------------------
+// Building
+
+StatusOr<std::shared_ptr<const Piece>> BuildPiece(
+    const std::filesystem::path& dir, uint64_t serial,
+    const shm::SegmentInfo& info, const RowTable& rows, int m, uint64_t begin,
+    uint64_t end, const Piece* base, const std::atomic<bool>* stop,
+    int threads) {
+  if (end <= begin || end > rows.rows() || end - begin >= (uint64_t{1} << 31))
+    return InvalidArgumentError("HNSW piece: bad row range");
+  if (base && (base->begin() != begin || base->end() > end || base->m() != m))
+    base = nullptr;
+  const size_t d = info.row_stride;
+  RangeStorage storage(rows, begin, d, info.metric);
+  faiss::IndexHNSW index(&storage, m);  // does not own the storage
+  index.hnsw.efConstruction = kHnswEfConstruction;
+  uint64_t next = begin;
+  if (base) {
+    Piece::Graph g = base->CopyGraph();
+    if (g.cum != index.hnsw.cum_nneighbor_per_level) {
+      base = nullptr;
+    } else {
+      index.hnsw.levels = std::move(g.levels);
+      index.hnsw.offsets = std::move(g.offsets);
+      index.hnsw.neighbors = std::move(g.neighbors);
+      index.hnsw.entry_point = g.entry_point;
+      index.hnsw.max_level = g.max_level;
+      storage.ntotal = index.ntotal = base->size();
+      next = base->end();
+    }
+  }
+  omp_set_num_threads(std::max(1, threads));
+  ZV_RETURN_IF_ERROR(CatchFaiss("HNSW piece build", [&] {
+    while (next < end) {
+      if (stop && stop->load(std::memory_order_relaxed)) return;
+      const uint64_t n =
+          std::min({end - next, rows.ContiguousFrom(next), kBuildBatch});
+      index.add(static_cast<faiss::Index::idx_t>(n), rows.Row(next));
+      next += n;
+    }
+  }));
+  if (next < end || (stop && stop->load(std::memory_order_relaxed)))
+    return CancelledError("HNSW piece build stopped");
+
+  const faiss::HNSW& h = index.hnsw;
+  const uint64_t n = end - begin;
+  PieceHeader hd{};
+  std::memcpy(hd.magic, kPieceMagic, 8);
+  hd.version = kPieceVersion;
+  hd.header_bytes = sizeof(PieceHeader);
+  hd.begin = begin;
+  hd.end = end;
+  hd.row_stride = info.row_stride;
+  hd.metric = static_cast<uint32_t>(info.metric);
+  hd.m = m;
+  hd.max_level = h.max_level;
+  hd.entry_point = h.entry_point;
+  hd.ncum = static_cast<uint32_t>(h.cum_nneighbor_per_level.size());
+  hd.cum_off = AlignUp(sizeof(PieceHeader));
+  hd.levels_off = AlignUp(hd.cum_off + 4 * uint64_t{hd.ncum});
+  hd.offsets_off = AlignUp(hd.levels_off + 4 * n);
+  hd.neighbors_off = AlignUp(hd.offsets_off + 8 * (n + 1));
+  hd.neighbors_count = h.neighbors.size();
+  hd.file_bytes = hd.neighbors_off + 4 * hd.neighbors_count;
+  static_assert(sizeof(size_t) == 8 && sizeof(int) == 4);
+  if (h.levels.size() != n || h.offsets.size() != n + 1)
+    return InternalError("HNSW piece: graph sizes disagree with its rows");
+  // Sections in file order, each followed by zero padding to the next.
+  struct Section {
+    const void* data;
+    uint64_t bytes, next_off;
+  };
+  const Section sections[] = {
+      {h.cum_nneighbor_per_level.data(), 4 * uint64_t{hd.ncum}, hd.levels_off},
+      {h.levels.data(), 4 * n, hd.offsets_off},
+      {h.offsets.data(), 8 * (n + 1), hd.neighbors_off},
+      {h.neighbors.data(), 4 * hd.neighbors_count, hd.file_bytes},
+  };
+  BodyHash hash;
+  const char zeros[kAlign] = {};
+  uint64_t pos = hd.cum_off;
+  if (pos != sizeof(PieceHeader)) return InternalError("piece layout");
+  for (const Section& s : sections) {
+    hash.Update(s.data, s.bytes);
+    hash.Update(zeros, s.next_off - pos - s.bytes);
+    pos = s.next_off;
+  }
+  hd.body_checksum = hash.Final();
+  hd.header_checksum = Fnv1a64(&hd, offsetof(PieceHeader, header_checksum));
+
+  const auto path = dir / PieceFileName(serial);
+  AtomicFile f(path);
+  ZV_RETURN_IF_ERROR(f.Open());
+  ZV_RETURN_IF_ERROR(f.Write(&hd, sizeof(hd)));
+  pos = hd.cum_off;
+  for (const Section& s : sections) {
+    ZV_RETURN_IF_ERROR(f.Write(s.data, s.bytes));
+    ZV_RETURN_IF_ERROR(f.Write(zeros, s.next_off - pos - s.bytes));
+    pos = s.next_off;
+  }
+  ZV_RETURN_IF_ERROR(f.Commit());
+  return Piece::Open(path, serial, info);
+}
+
+}  // namespace zv::index
