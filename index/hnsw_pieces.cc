@@ -292,7 +292,27 @@ RowTable::RowTable(const shm::SegmentView& view, uint64_t rows)
     : rpe_(view.info().rows_per_extent),
       stride_(view.info().row_stride),
       rows_(rows) {
-  for (const shm::RowBlock& b : view.Blocks(rows)) bases_.push_back(b.rows);
+  // Blocks(rows) ends at row `rows`: every block but the last is a whole
+  // extent.
+  for (const shm::RowBlock& b : view.Blocks(rows)) {
+    bases_.push_back(b.rows);
+    firsts_.push_back(b.first_row);
+    counts_.push_back(b.count);
+  }
+  // The first whole extent of rows_per_extent rows: all later ones are that
+  // size too (growing extents hold fewer), so rows from there on are found by
+  // division; the last block may be cut short, which division still handles.
+  fixed_first_block_ = bases_.size();
+  for (size_t i = 0; i < bases_.size(); ++i) {
+    const bool last = i + 1 == bases_.size();
+    if (!last && counts_[i] == rpe_) {
+      fixed_first_block_ = i;
+      break;
+    }
+  }
+  fixed_first_row_ = fixed_first_block_ < bases_.size()
+                         ? firsts_[fixed_first_block_]
+                         : ~uint64_t{0};
 }
 
 std::string PieceFileName(uint64_t serial) {

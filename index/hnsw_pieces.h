@@ -96,14 +96,31 @@ class RowTable {
   RowTable(const shm::SegmentView& view, uint64_t rows);
   uint64_t rows() const { return rows_; }
   const float* Row(uint64_t r) const {
-    return bases_[r / rpe_] + (r % rpe_) * stride_;
+    const size_t b = Block(r);
+    return bases_[b] + (r - firsts_[b]) * stride_;
   }
   // Rows from r to the end of its extent (contiguous in memory).
-  uint64_t ContiguousFrom(uint64_t r) const { return rpe_ - r % rpe_; }
+  uint64_t ContiguousFrom(uint64_t r) const {
+    const size_t b = Block(r);
+    return firsts_[b] + counts_[b] - r;
+  }
 
  private:
+  // Extents grow geometrically, then all hold rows_per_extent rows: the few
+  // growing ones are scanned, the rest found by division.
+  size_t Block(uint64_t r) const {
+    if (r >= fixed_first_row_) {
+      return fixed_first_block_ + (r - fixed_first_row_) / rpe_;
+    }
+    size_t b = 0;
+    while (r >= firsts_[b] + counts_[b]) ++b;
+    return b;
+  }
   std::vector<const float*> bases_;
+  std::vector<uint64_t> firsts_, counts_;
   uint64_t rpe_ = 1, stride_ = 0, rows_ = 0;
+  uint64_t fixed_first_row_ = 0;  // first row of the first full-size extent
+  size_t fixed_first_block_ = 0;
 };
 
 // One piece file, mapped read-only and validated.
