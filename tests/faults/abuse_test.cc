@@ -151,9 +151,12 @@ TEST(AbuseTest, ServerSurvivesAbuseWithBoundedMemory) {
 
   std::vector<int64_t> rss;
   // ZV_ABUSE_ROUNDS overrides (to watch the RSS series over a longer run).
+  // 36: on a loaded 2-core machine the pools reach their working size only
+  // after ~13 rounds (series of 48 rounds plateau at 260-300 MiB), so with 24
+  // the "middle third" was still warm-up and the check failed without a leak.
   const int kRounds = std::getenv("ZV_ABUSE_ROUNDS")
                           ? std::atoi(std::getenv("ZV_ABUSE_ROUNDS"))
-                          : 24;
+                          : 36;
   for (int round = 0; round < kRounds; ++round) {
     AbuseRound(*server, round);
     ASSERT_TRUE(server->Running())
