@@ -167,9 +167,9 @@ fs::path Prepare(const Config& c, const std::string& tag) {
     }
   }
   const auto t0 = Clock::now();
-  const int rc = Run({c.zerovec, "build", "--data", data.string(),
-                      "--collection", "live", "--input", npy.string(),
-                      "--model", "none", "--index", c.index});
+  const int rc =
+      Run({c.zerovec, "build", "--data", data.string(), "--collection", "live",
+           "--input", npy.string(), "--model", "none", "--index", c.index});
   if (rc != 0) {
     std::fprintf(stderr, "live_index_bench: zerovec build failed (%d)\n", rc);
     std::exit(1);
@@ -210,10 +210,10 @@ Server StartServer(const Config& c, const fs::path& data) {
   if (s.pid == 0) {
     const std::string log = (data.parent_path() / "serve.log").string();
     if (!freopen(log.c_str(), "a", stderr)) _exit(126);
-    execl(c.zerovec.c_str(), c.zerovec.c_str(), "serve", "--data",
-          data.c_str(), "--listen", "127.0.0.1:0", "--model", "none",
-          "--port-file", port_file.c_str(), "--max-concurrent-requests",
-          "1024", static_cast<char*>(nullptr));
+    execl(c.zerovec.c_str(), c.zerovec.c_str(), "serve", "--data", data.c_str(),
+          "--listen", "127.0.0.1:0", "--model", "none", "--port-file",
+          port_file.c_str(), "--max-concurrent-requests", "1024",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   while (Since(t0) < 600) {
@@ -411,21 +411,25 @@ int Kill(const Config& c) {
   return total_lost == 0 ? 0 : 2;
 }
 
-long RssKb() {
+// VmRSS, or one of its parts: "RssAnon:" (private memory), "RssFile:"
+// (mapped files: segment rows and index pieces, shared with every process).
+long RssKb(const char* field = "VmRSS:") {
   std::ifstream in("/proc/self/status");
+  const std::string f = field;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind(f, 0) == 0) return std::stol(line.substr(f.size()));
   }
   return -1;
 }
 
-uint64_t DirBytes(const fs::path& dir, const std::string& not_prefix) {
+// Bytes of the files under `dir` whose names start with `prefix`.
+uint64_t DirBytes(const fs::path& dir, const std::string& prefix) {
   uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
-    const std::string name = e.path().filename().string();
-    if (name.rfind(not_prefix, 0) == 0) continue;
-    total += e.file_size();
+    if (e.path().filename().string().rfind(prefix, 0) == 0) {
+      total += e.file_size();
+    }
   }
   return total;
 }
@@ -455,12 +459,12 @@ int Attach(const Config& c) {
           std::span<const float>(&queries[size_t(q) * c.dim], c.dim), o);
     }
     const long after = RssKb();
-    const long out[2] = {before, after};
+    const long out[4] = {before, after, RssKb("RssAnon:"), RssKb("RssFile:")};
     if (write(pipefd[1], out, sizeof(out)) != sizeof(out)) _exit(4);
     _exit(0);
   }
   close(pipefd[1]);
-  long rss[2] = {-1, -1};
+  long rss[4] = {-1, -1, -1, -1};
   if (read(pipefd[0], rss, sizeof(rss)) != sizeof(rss)) {
     std::fprintf(stderr, "attach child failed\n");
   }
@@ -506,7 +510,8 @@ int Attach(const Config& c) {
     }
     std::partial_sort(scores.begin(), scores.begin() + c.k, scores.end());
     std::vector<std::string> truth;
-    for (int i = 0; i < c.k; ++i) truth.push_back(std::to_string(scores[i].second));
+    for (int i = 0; i < c.k; ++i)
+      truth.push_back(std::to_string(scores[i].second));
     auto hits_in = [&](const std::vector<ix::Hit>& hits) {
       int n = 0;
       for (const auto& h : hits) {
@@ -525,20 +530,22 @@ int Attach(const Config& c) {
     recall_server += hits_in((*a)[0]);
     recall_reader += hits_in((*b)[0]);
   }
-  const uint64_t index_bytes = DirBytes(data, "vectors");
+  const uint64_t index_bytes = DirBytes(data, "hnsw.piece");
   std::printf(
       "attach: %llu rows x %d, index %s, %d queries, k %d\n"
       "| path | recall@%d | p50 ms | p99 ms |\n|---|---:|---:|---:|\n"
       "| writer-side Collection::Search | %.4f | %.3f | %.3f |\n"
       "| AttachedCollection::Search | %.4f | %.3f | %.3f |\n"
       "reader p50 / writer p50 = %.2fx; reader RSS %.1f MiB after %d searches "
-      "(%.1f MiB before attaching); data dir besides the vectors %.1f MiB\n",
+      "(%.1f MiB before attaching; private %.1f MiB, mapped files %.1f MiB); "
+      "HNSW piece files %.1f MiB (what a private graph copy would cost)\n",
       static_cast<unsigned long long>(rows), c.dim, c.index.c_str(), c.queries,
       c.k, c.k, recall_server / c.queries, Percentile(lat_server, 0.5),
       Percentile(lat_server, 0.99), recall_reader / c.queries,
       Percentile(lat_reader, 0.5), Percentile(lat_reader, 0.99),
       Percentile(lat_reader, 0.5) / Percentile(lat_server, 0.5),
-      rss[1] / 1024.0, c.queries, rss[0] / 1024.0, index_bytes / 1048576.0);
+      rss[1] / 1024.0, c.queries, rss[0] / 1024.0, rss[2] / 1024.0,
+      rss[3] / 1024.0, index_bytes / 1048576.0);
   return 0;
 }
 
