@@ -219,6 +219,51 @@ TEST(TokenizerTest, SplitsLongTextIntoOverlappingWindows) {
             (std::vector<std::string>{"dog dog", ".........", "dog"}));
 }
 
+// Random texts over a few windows: Encode says it truncated exactly when the
+// text has more tokens than the window, and every span SplitToWindows makes
+// of a text fits it.
+TEST(TokenizerTest, TruncationAgreesWithTokenCount) {
+  const std::vector<std::string> pieces = {"the",
+                                           "jumps",
+                                           "dog",
+                                           ".",
+                                           "[SEP]",
+                                           "[MASK]",
+                                           "\xc3\xa9",
+                                           "\x01",
+                                           "unaffable",
+                                           "中国",
+                                           std::string(120, 'x'),
+                                           "naive!"};
+  const std::vector<std::string> gaps = {" ", "", "\n", "  \t"};
+  uint64_t state = 42;
+  auto next = [&](size_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>((state >> 33) % n);
+  };
+  for (int max_length : {2, 3, 6, 9}) {
+    Tokenizer t = TinyTokenizer(true, max_length);
+    for (int round = 0; round < 400; ++round) {
+      std::string text;
+      for (size_t i = 0, n = next(14); i < n; ++i) {
+        text += pieces[next(pieces.size())] + gaps[next(gaps.size())];
+      }
+      bool cut = false;
+      const std::vector<int32_t> ids = t.Encode(text, &cut);
+      const size_t all = t.CountTokens(text);
+      EXPECT_EQ(cut, all + 2 > static_cast<size_t>(max_length)) << text;
+      if (!cut) EXPECT_EQ(ids.size(), all + 2) << text;
+      for (std::string_view span : t.SplitToWindows(text, max_length / 4)) {
+        bool span_cut = false;
+        t.Encode(span, &span_cut);
+        EXPECT_TRUE(!span_cut ||
+                    span.find_first_of(" \t\n\r") == std::string_view::npos)
+            << "[" << span << "] of [" << text << "]";
+      }
+    }
+  }
+}
+
 TEST(TokenizerTest, SpecialTokensInTextAreKept) {
   EXPECT_EQ(Pieces(TinyTokenizer(), "the [MASK] dog[SEP]"),
             (std::vector<std::string>{"[CLS]", "the", "[MASK]", "dog", "[SEP]",
