@@ -129,12 +129,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(truncated || ids.size() == all_tokens + 2, "untruncated: every token");
   // Window-sized spans: inside the text, in order, each fitting unless it is
   // a single word.
-  const char* prev = text.data();
+  // (Addresses as integers: an empty text's data() may be null.)
+  const uintptr_t base = reinterpret_cast<uintptr_t>(text.data());
+  uintptr_t next_min = base;
   for (std::string_view span : tokenizer->SplitToWindows(text, flags & 7)) {
-    Check(span.data() >= prev &&
-              span.data() + span.size() <= text.data() + text.size(),
+    const uintptr_t at = reinterpret_cast<uintptr_t>(span.data());
+    Check(at >= next_min && at + span.size() <= base + text.size(),
           "span inside the text, in order");
-    prev = span.data() + 1;
+    next_min = at + 1;
     bool cut = false;
     tokenizer->Encode(span, &cut);
     Check(!cut || span.find_first_of(" \t\n\r") == std::string_view::npos,
