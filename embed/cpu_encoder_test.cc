@@ -209,6 +209,60 @@ TEST(EmbedderTest, CpuEmbedIntoAndSubmitAgree) {
   EXPECT_GT(Cosine(alone.data(), &a[50 * 32], 32), 0.999999);
 }
 
+TEST(EmbedderTest, ReportsTruncatedTexts) {
+  EmbedderOptions opt;
+  opt.model_dir = TinyModelDir();
+  opt.device = DevicePreference::kCpu;
+  auto emb = Embedder::Create(opt);
+  ASSERT_TRUE(emb.ok()) << emb.status();
+  const int window = (*emb)->info().max_length;
+  ASSERT_GT(window, 2);
+  std::string fits, longer;
+  for (int i = 0; i < window - 2; ++i) fits += "dog ";
+  longer = fits + "dog";
+  // 300 texts (the bulk lane, tokenized on several threads), every third
+  // one over the window.
+  std::vector<std::string> texts;
+  for (int i = 0; i < 300; ++i) texts.push_back(i % 3 == 0 ? longer : fits);
+  std::vector<float> out(texts.size() * 32);
+  std::vector<float*> rows;
+  for (size_t i = 0; i < texts.size(); ++i) rows.push_back(&out[i * 32]);
+  EmbedReport report;
+  report.truncated = 12345;  // overwritten
+  ASSERT_TRUE((*emb)->Submit(texts, rows, &report).get().ok());
+  EXPECT_EQ(report.truncated, 100u);
+  // The interactive lane, borrowed texts.
+  std::vector<std::string_view> views = {fits, longer, "dog", longer};
+  ASSERT_TRUE((*emb)->EmbedInto(views, {rows.data(), 4}, &report).ok());
+  EXPECT_EQ(report.truncated, 2u);
+  ASSERT_TRUE((*emb)->Submit(views, {rows.data(), 4}, &report).get().ok());
+  EXPECT_EQ(report.truncated, 2u);
+  // A truncated text embeds as its first window: the same row as a text cut
+  // there by hand.
+  std::vector<float> a(32), b(32);
+  std::string_view cut = longer, whole = fits;
+  float* ra = a.data();
+  float* rb = b.data();
+  ASSERT_TRUE((*emb)->EmbedInto({&cut, 1}, {&ra, 1}).ok());
+  ASSERT_TRUE((*emb)->EmbedInto({&whole, 1}, {&rb, 1}).ok());
+  EXPECT_GT(Cosine(a.data(), b.data(), 32), 0.999999);
+  // A refused call reports nothing.
+  report.truncated = 7;
+  EXPECT_FALSE((*emb)->EmbedInto(views, {rows.data(), 3}, &report).ok());
+  EXPECT_EQ(report.truncated, 0u);
+  // Splitting for the window: 2 * (window - 2) + 1 words, one token each,
+  // consecutive spans sharing window / 8 of them, make three spans that the
+  // embedder takes whole.
+  const std::string both = longer + " " + fits;
+  const auto spans = (*emb)->SplitToWindows(both, window / 8);
+  EXPECT_EQ(spans.size(), 3u);
+  ASSERT_LE(spans.size(), 4u);
+  ASSERT_TRUE(
+      (*emb)->EmbedInto(spans, {rows.data(), spans.size()}, &report).ok());
+  EXPECT_EQ(report.truncated, 0u);
+  EXPECT_EQ((*emb)->SplitToWindows(fits, window / 8).size(), 1u);
+}
+
 TEST(EmbedderTest, ArgumentErrors) {
   EmbedderOptions opt;
   opt.model_dir = TinyModelDir();

@@ -32,6 +32,7 @@ struct Job {
   std::vector<std::string> owned;  // Submit's texts (EmbedInto borrows instead)
   std::vector<std::string_view> texts;
   std::vector<float*> rows;
+  EmbedReport* report = nullptr;  // filled before `done`, when set
   std::promise<Status> done;
 };
 
@@ -77,7 +78,9 @@ class Lane {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      Status status = Process(*job);
+      EmbedReport report;
+      Status status = Process(*job, &report);
+      if (job->report) *job->report = report;
       {
         std::lock_guard<std::mutex> lock(mu_);
         pending_ -= job->texts.size();
@@ -86,16 +89,21 @@ class Lane {
     }
   }
 
-  Status Process(const Job& job) {
+  Status Process(const Job& job, EmbedReport* report) {
     const auto t0 = std::chrono::steady_clock::now();
     const size_t n = job.texts.size();
     std::vector<std::vector<int32_t>> ids(n);
     std::vector<int> lengths(n);
+    std::atomic<uint64_t> truncated{0};
     auto tokenize = [&](size_t first, size_t step) {
+      uint64_t cut_here = 0;
       for (size_t i = first; i < n; i += step) {
-        ids[i] = tokenizer_->Encode(job.texts[i]);
+        bool cut = false;
+        ids[i] = tokenizer_->Encode(job.texts[i], &cut);
         lengths[i] = static_cast<int>(ids[i].size());
+        cut_here += cut;
       }
+      truncated.fetch_add(cut_here, std::memory_order_relaxed);
     };
     // Tokenizing a large job would otherwise take longer than encoding it on a
     // GPU.
@@ -112,6 +120,7 @@ class Lane {
       }
       for (auto& p : parts) p.get();
     }
+    report->truncated = truncated.load(std::memory_order_relaxed);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<float*> rows;
     Status status = OkStatus();
@@ -248,29 +257,43 @@ class EmbedderImpl : public Embedder {
     return s;
   }
 
+  using Embedder::EmbedInto;
+  using Embedder::Submit;
+
   Status EmbedInto(std::span<const std::string_view> texts,
-                   std::span<float* const> out_rows) override {
+                   std::span<float* const> out_rows,
+                   EmbedReport* report) override {
     auto job = std::make_unique<Job>();
     job->texts.assign(texts.begin(), texts.end());
     job->rows.assign(out_rows.begin(), out_rows.end());
+    job->report = report;
     return Dispatch(std::move(job)).get();
   }
 
   std::future<Status> Submit(std::vector<std::string> texts,
-                             std::vector<float*> out_rows) override {
+                             std::vector<float*> out_rows,
+                             EmbedReport* report) override {
     auto job = std::make_unique<Job>();
     job->owned = std::move(texts);
     job->texts.assign(job->owned.begin(), job->owned.end());
     job->rows = std::move(out_rows);
+    job->report = report;
     return Dispatch(std::move(job));
   }
 
   std::future<Status> Submit(std::span<const std::string_view> texts,
-                             std::span<float* const> out_rows) override {
+                             std::span<float* const> out_rows,
+                             EmbedReport* report) override {
     auto job = std::make_unique<Job>();
     job->texts.assign(texts.begin(), texts.end());
     job->rows.assign(out_rows.begin(), out_rows.end());
+    job->report = report;
     return Dispatch(std::move(job));
+  }
+
+  std::vector<std::string_view> SplitToWindows(
+      std::string_view text, int overlap_tokens) const override {
+    return tokenizer_.SplitToWindows(text, overlap_tokens);
   }
 
   Status RegisterOutputMemory(void* data, size_t bytes) override {
@@ -288,6 +311,7 @@ class EmbedderImpl : public Embedder {
 
  private:
   std::future<Status> Dispatch(std::unique_ptr<Job> job) {
+    if (job->report) *job->report = EmbedReport();
     if (job->texts.size() != job->rows.size()) {
       std::promise<Status> p;
       p.set_value(InvalidArgumentError(

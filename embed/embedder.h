@@ -59,6 +59,13 @@ struct LaneStats {
   double encode_seconds = 0;    // wall time in the encoder, summed over lanes
 };
 
+// What one embedding call noticed about its texts.
+struct EmbedReport {
+  // Texts longer than info().max_length tokens (incl. [CLS]/[SEP]): each was
+  // embedded from its first max_length tokens only.
+  uint64_t truncated = 0;
+};
+
 class Embedder {
  public:
   virtual ~Embedder() = default;
@@ -74,19 +81,41 @@ class Embedder {
   virtual LaneStats bulk_stats() const = 0;
 
   // Embeds texts[i] into out_rows[i] (each >= info().dim floats). Blocks until
-  // done.
+  // done. With `report`, also says what was truncated.
+  Status EmbedInto(std::span<const std::string_view> texts,
+                   std::span<float* const> out_rows) {
+    return EmbedInto(texts, out_rows, nullptr);
+  }
   virtual Status EmbedInto(std::span<const std::string_view> texts,
-                           std::span<float* const> out_rows) = 0;
+                           std::span<float* const> out_rows,
+                           EmbedReport* report) = 0;
 
   // Asynchronous form: the returned future resolves when all rows are written.
-  // Texts and row pointers must stay valid until then. Query and ingest work
-  // submitted from different threads do not wait on each other (separate
-  // streams/workers).
+  // Texts and row pointers (and `report`, filled before the future resolves)
+  // must stay valid until then. Query and ingest work submitted from
+  // different threads do not wait on each other (separate streams/workers).
+  std::future<Status> Submit(std::vector<std::string> texts,
+                             std::vector<float*> out_rows) {
+    return Submit(std::move(texts), std::move(out_rows), nullptr);
+  }
   virtual std::future<Status> Submit(std::vector<std::string> texts,
-                                     std::vector<float*> out_rows) = 0;
+                                     std::vector<float*> out_rows,
+                                     EmbedReport* report) = 0;
   // Borrowing form: the texts' characters are not copied.
+  std::future<Status> Submit(std::span<const std::string_view> texts,
+                             std::span<float* const> out_rows) {
+    return Submit(texts, out_rows, nullptr);
+  }
   virtual std::future<Status> Submit(std::span<const std::string_view> texts,
-                                     std::span<float* const> out_rows) = 0;
+                                     std::span<float* const> out_rows,
+                                     EmbedReport* report) = 0;
+
+  // `text` in pieces the model's window holds, for storing a long text as
+  // several rows: the whole text when it fits in info().max_length tokens,
+  // else overlapping spans of it cut at whitespace (consecutive spans share
+  // about `overlap_tokens` tokens). The spans point into `text`.
+  virtual std::vector<std::string_view> SplitToWindows(
+      std::string_view text, int overlap_tokens) const = 0;
 
   // Declares host memory that output rows will point into (e.g. a segment's
   // extent mappings) so a GPU encoder can store rows there directly instead of

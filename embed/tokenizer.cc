@@ -1,6 +1,8 @@
 #include "embed/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <fstream>
 #include <numeric>
 
@@ -256,29 +258,28 @@ std::vector<std::u32string> Tokenizer::BasicTokenize(
   return words;
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view utf8) const {
-  const std::u32string text = DecodeUtf8Lossy(utf8);
-  const size_t budget = static_cast<size_t>(options_.max_length) - 2;
-  std::vector<int32_t> ids;
-  ids.push_back(cls_id_);
+bool Tokenizer::AppendTokens(std::u32string_view text, size_t limit,
+                             std::vector<int32_t>& ids) const {
   std::vector<std::u32string> words;
+  // False when the window filled up before the span's last word.
   auto encode_span = [&](std::u32string_view span) {
     words.clear();
     AppendBasicTokens(span, words);
     for (const auto& w : words) {
-      if (ids.size() > budget) break;  // truncated anyway
+      if (ids.size() >= limit) return false;
       AppendWordPieces(w, ids);
     }
+    return true;
   };
   // Special tokens in the raw text are taken verbatim (leftmost, then longest).
   size_t pos = 0, text_start = 0;
-  while (pos < text.size() && ids.size() <= budget) {
+  while (pos < text.size() && ids.size() < limit) {
     int32_t special = -1;
     size_t special_len = 0;
     if (text[pos] == U'[') {
       for (const auto& [token, id] : specials_) {
         if (token.size() > special_len &&
-            std::u32string_view(text).substr(pos, token.size()) == token) {
+            text.substr(pos, token.size()) == token) {
           special = id;
           special_len = token.size();
         }
@@ -288,16 +289,91 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view utf8) const {
       ++pos;
       continue;
     }
-    encode_span(std::u32string_view(text).substr(text_start, pos - text_start));
+    if (!encode_span(text.substr(text_start, pos - text_start))) return true;
+    if (ids.size() >= limit) return true;  // no room for the special token
     ids.push_back(special);
     pos += special_len;
     text_start = pos;
   }
-  if (ids.size() <= budget)
-    encode_span(std::u32string_view(text).substr(text_start));
-  if (ids.size() > budget + 1) ids.resize(budget + 1);
+  if (ids.size() < limit) return !encode_span(text.substr(text_start));
+  // The window is full: were there tokens left? ASCII letters, digits and
+  // punctuation always make one; anything else takes the basic tokenizer.
+  const std::u32string_view rest = text.substr(text_start);
+  for (char32_t c : rest) {
+    if (c >= 0x80) break;
+    if (std::isalnum(static_cast<int>(c)) || std::ispunct(static_cast<int>(c)))
+      return true;
+  }
+  words.clear();
+  AppendBasicTokens(rest, words);
+  return !words.empty();
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view utf8,
+                                       bool* truncated) const {
+  const std::u32string text = DecodeUtf8Lossy(utf8);
+  const size_t limit = static_cast<size_t>(options_.max_length) - 1;  // + [SEP]
+  std::vector<int32_t> ids;
+  ids.push_back(cls_id_);
+  bool cut = AppendTokens(text, limit, ids);
+  if (ids.size() > limit) {
+    ids.resize(limit);
+    cut = true;
+  }
   ids.push_back(sep_id_);
+  if (truncated) *truncated = cut;
   return ids;
+}
+
+size_t Tokenizer::CountTokens(std::string_view utf8) const {
+  std::vector<int32_t> ids;
+  AppendTokens(DecodeUtf8Lossy(utf8), SIZE_MAX, ids);
+  return ids.size();
+}
+
+std::vector<std::string_view> Tokenizer::SplitToWindows(
+    std::string_view utf8, int overlap_tokens) const {
+  bool cut = false;
+  Encode(utf8, &cut);
+  if (!cut) return {utf8};
+  // Words are runs between the whitespace the basic tokenizer splits at (no
+  // token spans it, so a text's tokens are its words' tokens). \v and \f are
+  // control characters there, dropped rather than split at.
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  };
+  struct Word {
+    size_t begin, end, tokens;
+  };
+  std::vector<Word> words;
+  for (size_t i = 0; i < utf8.size();) {
+    while (i < utf8.size() && space(utf8[i])) ++i;
+    size_t j = i;
+    while (j < utf8.size() && !space(utf8[j])) ++j;
+    if (j > i) words.push_back({i, j, CountTokens(utf8.substr(i, j - i))});
+    i = j;
+  }
+  const size_t budget = static_cast<size_t>(options_.max_length) - 2;
+  const size_t overlap = static_cast<size_t>(std::max(0, overlap_tokens));
+  std::vector<std::string_view> spans;
+  for (size_t start = 0; start < words.size();) {
+    size_t end = start, tokens = 0;
+    while (end < words.size() &&
+           (end == start || tokens + words[end].tokens <= budget)) {
+      tokens += words[end++].tokens;
+    }
+    spans.push_back(utf8.substr(words[start].begin,
+                                words[end - 1].end - words[start].begin));
+    if (end == words.size()) break;
+    // The next span repeats the last words of this one, about `overlap`
+    // tokens, and always moves on by at least one word.
+    size_t next = end, shared = 0;
+    while (next > start + 1 && shared + words[next - 1].tokens <= overlap) {
+      shared += words[--next].tokens;
+    }
+    start = next;
+  }
+  return spans;
 }
 
 std::vector<std::vector<size_t>> BucketByLength(const std::vector<int>& lengths,

@@ -39,8 +39,20 @@ class Tokenizer {
   static StatusOr<Tokenizer> FromVocabFile(
       const std::filesystem::path& vocab_txt, const TokenizerOptions& options);
 
-  // [CLS] wordpieces... [SEP], truncated to options.max_length.
-  std::vector<int32_t> Encode(std::string_view utf8) const;
+  // [CLS] wordpieces... [SEP], truncated to options.max_length. With
+  // `truncated`, says whether tokens were cut (a text that exactly fills the
+  // window is not).
+  std::vector<int32_t> Encode(std::string_view utf8,
+                              bool* truncated = nullptr) const;
+  // Wordpieces of `utf8` without [CLS]/[SEP] and without truncation.
+  size_t CountTokens(std::string_view utf8) const;
+  // `utf8` cut into pieces that each fit the window (max_length tokens with
+  // [CLS]/[SEP]): the whole text when it fits, else overlapping spans of it
+  // split at ASCII whitespace, consecutive spans sharing about
+  // `overlap_tokens` tokens. A single word longer than the window is a span
+  // of its own (and is truncated when embedded).
+  std::vector<std::string_view> SplitToWindows(std::string_view utf8,
+                                               int overlap_tokens) const;
   // The pre-tokenized words of `utf8` after normalisation (for tests and
   // debugging).
   std::vector<std::u32string> BasicTokenize(std::string_view utf8) const;
@@ -55,6 +67,11 @@ class Tokenizer {
                          std::vector<std::u32string>& words) const;
   void AppendWordPieces(const std::u32string& word,
                         std::vector<int32_t>& ids) const;
+  // Appends the tokens of `text` (special tokens verbatim) while ids holds
+  // fewer than `limit`; ids may end over `limit` by the last word's pieces.
+  // Returns whether some of the text's tokens were left out.
+  bool AppendTokens(std::u32string_view text, size_t limit,
+                    std::vector<int32_t>& ids) const;
 
   TokenizerOptions options_;
   bool strip_accents_ = true;

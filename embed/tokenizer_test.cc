@@ -149,6 +149,121 @@ TEST(TokenizerTest, TruncatesToMaxLength) {
   EXPECT_EQ(Pieces(t, ""), (std::vector<std::string>{"[CLS]", "[SEP]"}));
 }
 
+// Whether Encode cut tokens, with a window of four content tokens.
+bool Cut(std::string_view text) {
+  static const Tokenizer t = TinyTokenizer(true, 6);
+  bool truncated = true;
+  t.Encode(text, &truncated);
+  return truncated;
+}
+
+TEST(TokenizerTest, ReportsTruncation) {
+  EXPECT_FALSE(Cut(""));
+  EXPECT_FALSE(Cut("the quick brown"));
+  // Exactly filling the window is not a cut, whatever whitespace or control
+  // characters (dropped by the basic tokenizer) follow.
+  EXPECT_FALSE(Cut("the quick brown fox"));
+  EXPECT_FALSE(Cut("the quick brown fox \t\n  "));
+  EXPECT_FALSE(Cut("the quick brown fox \x01"));
+  EXPECT_FALSE(Cut("the quick [MASK] fox"));
+  // One more word, punctuation, special token or non-ASCII letter is.
+  EXPECT_TRUE(Cut("the quick brown fox dog"));
+  EXPECT_TRUE(Cut("the quick brown fox."));
+  EXPECT_TRUE(Cut("the quick brown fox [SEP]"));
+  EXPECT_TRUE(Cut("the quick brown fox \xc3\xa9"));
+  EXPECT_TRUE(Cut("the quick brown [MASK] dog"));
+  EXPECT_TRUE(Cut("the quick brown [MASK] \xc3\xa9"));
+  EXPECT_FALSE(Cut("the quick brown [MASK] \x01 "));
+  // The last word's pieces overflow the window.
+  EXPECT_TRUE(Cut("the quick brown jumps"));
+  EXPECT_TRUE(Cut(std::string(5000, 'a') + " " + std::string(5000, 'b') + " " +
+                  std::string(5000, 'c') + " dog dog"));
+  // Without the out-parameter Encode still truncates the same way.
+  Tokenizer t = TinyTokenizer(true, 6);
+  EXPECT_EQ(t.Encode("the quick brown jumps").size(), 6u);
+}
+
+TEST(TokenizerTest, CountsTokensWithoutWindow) {
+  Tokenizer t = TinyTokenizer(true, 6);
+  EXPECT_EQ(t.CountTokens(""), 0u);
+  EXPECT_EQ(t.CountTokens("the quick brown jumps over the lazy dog."), 10u);
+  EXPECT_EQ(t.CountTokens("dog[SEP]dog"), 3u);
+}
+
+TEST(TokenizerTest, SplitsLongTextIntoOverlappingWindows) {
+  Tokenizer t = TinyTokenizer(true, 6);  // 4 content tokens
+  const std::string fits = "the quick  brown fox";
+  const auto one = t.SplitToWindows(fits, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].data(), fits.data());  // the text itself
+  EXPECT_EQ(one[0].size(), fits.size());
+  // the quick brown fox | jumps (2 pieces) over the lazy dog: 10 tokens.
+  const std::string text = " the quick brown fox\njumps over  the lazy dog ";
+  const auto spans = t.SplitToWindows(text, 1);
+  EXPECT_EQ(std::vector<std::string>(spans.begin(), spans.end()),
+            (std::vector<std::string>{"the quick brown fox", "fox\njumps over",
+                                      "over  the lazy dog"}));
+  for (std::string_view s : spans) {
+    EXPECT_FALSE(Cut(s)) << s;
+    EXPECT_GE(s.data(), text.data());  // views into the text
+    EXPECT_LE(s.data() + s.size(), text.data() + text.size());
+  }
+  // No overlap: consecutive spans share nothing and cover every word.
+  const auto plain = t.SplitToWindows(text, 0);
+  EXPECT_EQ(std::vector<std::string>(plain.begin(), plain.end()),
+            (std::vector<std::string>{"the quick brown fox", "jumps over  the",
+                                      "lazy dog"}));
+  // A word longer than the window is a span of its own (cut when embedded).
+  const auto lone = t.SplitToWindows("dog dog ......... dog", 0);
+  EXPECT_EQ(std::vector<std::string>(lone.begin(), lone.end()),
+            (std::vector<std::string>{"dog dog", ".........", "dog"}));
+}
+
+// Random texts over a few windows: Encode says it truncated exactly when the
+// text has more tokens than the window, and every span SplitToWindows makes
+// of a text fits it.
+TEST(TokenizerTest, TruncationAgreesWithTokenCount) {
+  const std::vector<std::string> pieces = {"the",
+                                           "jumps",
+                                           "dog",
+                                           ".",
+                                           "[SEP]",
+                                           "[MASK]",
+                                           "\xc3\xa9",
+                                           "\x01",
+                                           "unaffable",
+                                           "中国",
+                                           std::string(120, 'x'),
+                                           "naive!"};
+  const std::vector<std::string> gaps = {" ", "", "\n", "  \t"};
+  uint64_t state = 42;
+  auto next = [&](size_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>((state >> 33) % n);
+  };
+  for (int max_length : {2, 3, 6, 9}) {
+    Tokenizer t = TinyTokenizer(true, max_length);
+    for (int round = 0; round < 400; ++round) {
+      std::string text;
+      for (size_t i = 0, n = next(14); i < n; ++i) {
+        text += pieces[next(pieces.size())] + gaps[next(gaps.size())];
+      }
+      bool cut = false;
+      const std::vector<int32_t> ids = t.Encode(text, &cut);
+      const size_t all = t.CountTokens(text);
+      EXPECT_EQ(cut, all + 2 > static_cast<size_t>(max_length)) << text;
+      if (!cut) EXPECT_EQ(ids.size(), all + 2) << text;
+      for (std::string_view span : t.SplitToWindows(text, max_length / 4)) {
+        bool span_cut = false;
+        t.Encode(span, &span_cut);
+        EXPECT_TRUE(!span_cut ||
+                    span.find_first_of(" \t\n\r") == std::string_view::npos)
+            << "[" << span << "] of [" << text << "]";
+      }
+    }
+  }
+}
+
 TEST(TokenizerTest, SpecialTokensInTextAreKept) {
   EXPECT_EQ(Pieces(TinyTokenizer(), "the [MASK] dog[SEP]"),
             (std::vector<std::string>{"[CLS]", "the", "[MASK]", "dog", "[SEP]",

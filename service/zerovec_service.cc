@@ -144,7 +144,7 @@ grpc::Status ZeroVecService::CreateCollection(
     options.metric = ToMetric(req->metric());
     options.index.descriptor = req->index().empty() ? "Flat" : req->index();
     ZV_ASSIGN_OR_RETURN(auto coll, db_->CreateCollection(req->name(), options));
-    ToProto(coll->Describe(), resp->mutable_collection());
+    FillInfo(*coll, resp->mutable_collection());
     return OkStatus();
   });
 }
@@ -155,7 +155,10 @@ grpc::Status ZeroVecService::DropCollection(
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
     ZV_RETURN_IF_ERROR(Lookup(req->name()).status());
-    return db_->DropCollection(req->name());
+    ZV_RETURN_IF_ERROR(db_->DropCollection(req->name()));
+    std::lock_guard<std::mutex> lock(truncated_mu_);
+    truncated_by_collection_.erase(req->name());
+    return OkStatus();
   });
 }
 
@@ -168,7 +171,7 @@ grpc::Status ZeroVecService::ListCollections(
     for (const auto& name : names) {
       auto coll = db_->GetCollection(name);
       if (!coll.ok()) continue;  // dropped meanwhile
-      ToProto((*coll)->Describe(), resp->add_collections());
+      FillInfo(**coll, resp->add_collections());
     }
     return OkStatus();
   });
@@ -180,13 +183,34 @@ grpc::Status ZeroVecService::DescribeCollection(
   return Handle(ctx, [&]() -> Status {
     ZV_RETURN_IF_ERROR(ValidateCollectionName("name", req->name()));
     ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->name()));
-    ToProto(coll->Describe(), resp);
+    FillInfo(*coll, resp);
     return OkStatus();
   });
 }
 
+void ZeroVecService::FillInfo(const index::Collection& coll,
+                              pb::CollectionInfo* out) const {
+  const index::CollectionInfo info = coll.Describe();
+  ToProto(info, out);
+  if (embedder_ && model_dim() == info.dim) {
+    out->set_model_max_length(embedder_->info().max_length);
+  }
+  std::lock_guard<std::mutex> lock(truncated_mu_);
+  auto it = truncated_by_collection_.find(info.name);
+  if (it != truncated_by_collection_.end())
+    out->set_truncated_texts(it->second);
+}
+
+void ZeroVecService::CountTruncated(const std::string& collection, uint64_t n) {
+  if (n == 0) return;
+  truncated_texts_.fetch_add(n, std::memory_order_relaxed);
+  if (collection.empty()) return;
+  std::lock_guard<std::mutex> lock(truncated_mu_);
+  truncated_by_collection_[collection] += n;
+}
+
 Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
-                                uint64_t* upserted) {
+                                uint64_t* upserted, uint64_t* truncated) {
   ZV_RETURN_IF_ERROR(ValidateUpsert(req, limits_));
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req.collection()));
   const uint32_t dim = coll->Describe().dim;
@@ -213,6 +237,7 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
   }
   // Vectors land straight in the segment rows: given ones are copied from the
   // request, text ones are written there by the embedder (ingest path).
+  embed::EmbedReport report;
   index::RowFiller fill = [&](std::span<float* const> rows) -> Status {
     std::vector<std::string_view> texts;
     std::vector<float*> text_rows;
@@ -227,12 +252,15 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
     }
     if (texts.empty()) return OkStatus();
     ScopedOpTimer timer(&embed_stats_);
-    Status s = embedder_->EmbedInto(texts, text_rows);
+    Status s = embedder_->EmbedInto(texts, text_rows, &report);
     timer.set_ok(s.ok());
     return s;
   };
   ZV_RETURN_IF_ERROR(coll->UpsertInPlace(records, fill));
   *upserted += n;
+  // Counted once stored: a failed batch stores nothing.
+  *truncated += report.truncated;
+  CountTruncated(req.collection(), report.truncated);
   compactor_->Notify(req.collection());  // replaced ids leave tombstones
   return OkStatus();
 }
@@ -242,10 +270,11 @@ grpc::Status ZeroVecService::Upsert(grpc::ServerContext* ctx,
                                     pb::UpsertResponse* resp) {
   return Handle(ctx, [&]() -> Status {
     ScopedOpTimer timer(&upsert_stats_);
-    uint64_t upserted = 0;
-    Status s = DoUpsert(*req, &upserted);
+    uint64_t upserted = 0, truncated = 0;
+    Status s = DoUpsert(*req, &upserted, &truncated);
     timer.set_ok(s.ok());
     resp->set_upserted(upserted);
+    resp->set_truncated(truncated);
     return s;
   });
 }
@@ -254,11 +283,11 @@ grpc::Status ZeroVecService::UpsertStream(
     grpc::ServerContext* ctx, grpc::ServerReader<pb::UpsertRequest>* reader,
     pb::UpsertResponse* resp) {
   return Handle(ctx, [&]() -> Status {
-    uint64_t upserted = 0;
+    uint64_t upserted = 0, truncated = 0;
     pb::UpsertRequest req;
     for (int message = 0; reader->Read(&req); ++message) {
       ScopedOpTimer timer(&upsert_stats_);
-      Status s = DoUpsert(req, &upserted);
+      Status s = DoUpsert(req, &upserted, &truncated);
       timer.set_ok(s.ok());
       if (!s.ok()) {
         return s.WithContext("message " + std::to_string(message) + " (the " +
@@ -267,6 +296,7 @@ grpc::Status ZeroVecService::UpsertStream(
       }
     }
     resp->set_upserted(upserted);
+    resp->set_truncated(truncated);
     return OkStatus();
   });
 }
@@ -295,9 +325,12 @@ StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
     }
     // The query path: Submit keeps text queries off the ingest worker.
     ScopedOpTimer timer(&embed_stats_);
-    Status s = embedder_->Submit(std::move(texts), std::move(rows)).get();
+    embed::EmbedReport report;
+    Status s =
+        embedder_->Submit(std::move(texts), std::move(rows), &report).get();
     timer.set_ok(s.ok());
     ZV_RETURN_IF_ERROR(s);
+    CountTruncated("", report.truncated);  // a query is in no collection
   }
   return out;
 }
@@ -420,15 +453,20 @@ grpc::Status ZeroVecService::Embed(grpc::ServerContext* ctx,
     for (int i = 0; i < n; ++i)
       rows[i] = out.data() + static_cast<size_t>(i) * dim;
     ScopedOpTimer timer(&embed_stats_);
-    Status s = embedder_->Submit(std::move(texts), std::move(rows)).get();
+    embed::EmbedReport report;
+    Status s =
+        embedder_->Submit(std::move(texts), std::move(rows), &report).get();
     timer.set_ok(s.ok());
     ZV_RETURN_IF_ERROR(s);
+    CountTruncated("", report.truncated);
     for (int i = 0; i < n; ++i) {
       const float* row = out.data() + static_cast<size_t>(i) * dim;
       resp->add_vectors()->mutable_values()->Add(row, row + dim);
     }
     resp->set_model(embedder_->info().name);
     resp->set_dim(dim);
+    resp->set_truncated(static_cast<uint32_t>(report.truncated));
+    resp->set_max_length(embedder_->info().max_length);
     return OkStatus();
   });
 }
@@ -441,13 +479,13 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
       ZV_RETURN_IF_ERROR(
           ValidateCollectionName("collection", req->collection()));
       ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
-      ToProto(coll->Describe(), resp->add_collections());
+      FillInfo(*coll, resp->add_collections());
     } else {
       std::vector<std::string> names = db_->ListCollections();
       std::sort(names.begin(), names.end());
       for (const auto& name : names) {
         auto coll = db_->GetCollection(name);
-        if (coll.ok()) ToProto((*coll)->Describe(), resp->add_collections());
+        if (coll.ok()) FillInfo(**coll, resp->add_collections());
       }
     }
     ToProto(embed_stats_.Snapshot(), resp->mutable_embed());
@@ -459,7 +497,9 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
       resp->set_model(embedder_->info().name);
       resp->set_model_dim(model_dim());
       resp->set_embed_device(embedder_->device_description());
+      resp->set_model_max_length(embedder_->info().max_length);
     }
+    resp->set_truncated_texts(truncated_texts_.load(std::memory_order_relaxed));
     resp->set_uptime_s(std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - started_)
                            .count());

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,7 +82,15 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   uint32_t model_dim() const;
   StatusOr<std::shared_ptr<index::Collection>> Lookup(
       const std::string& name) const;
-  Status DoUpsert(const zerovec::v1::UpsertRequest& req, uint64_t* upserted);
+  // Adds the items stored to *upserted and those whose text was embedded
+  // truncated to *truncated.
+  Status DoUpsert(const zerovec::v1::UpsertRequest& req, uint64_t* upserted,
+                  uint64_t* truncated);
+  // The collection's description plus what the service knows of it: the
+  // model's window (when the model fits it) and texts truncated.
+  void FillInfo(const index::Collection& coll,
+                zerovec::v1::CollectionInfo* out) const;
+  void CountTruncated(const std::string& collection, uint64_t n);
   // Row-major query vectors for `queries` (text ones embedded on the query
   // path).
   StatusOr<std::vector<float>> QueryVectors(
@@ -101,6 +111,11 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   OpStatsRecorder embed_stats_;
   OpStatsRecorder search_stats_;
   OpStatsRecorder upsert_stats_;
+  // Texts embedded truncated since the start: all, and upserted ones per
+  // collection (a dropped collection's count goes with it).
+  std::atomic<uint64_t> truncated_texts_{0};
+  mutable std::mutex truncated_mu_;
+  std::map<std::string, uint64_t> truncated_by_collection_;
 };
 
 }  // namespace zv::service

@@ -76,7 +76,11 @@ Status Attach(const Flags& flags) {
   if (!results.ok()) return fail(results.status());
   std::vector<OutputHit> hits;
   for (const auto& h : results->at(0))
-    hits.push_back({h.id, h.score, h.record.ns, h.record.text});
+    hits.push_back({h.id,
+                    h.score,
+                    h.record.ns,
+                    h.record.text,
+                    {h.record.metadata.begin(), h.record.metadata.end()}});
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();
 }

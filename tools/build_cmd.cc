@@ -101,8 +101,9 @@ struct Chunk {
   std::vector<index::Record> records;
   std::vector<std::string_view> texts;  // into records[i].text, when embedded
   index::ReservedRows rows;
-  double fraction = 0;   // of the input consumed once this is stored
-  uint64_t skipped = 0;  // input records skipped before this chunk
+  double fraction = 0;        // of the input consumed once this is stored
+  uint64_t skipped = 0;       // input records skipped before this chunk
+  embed::EmbedReport report;  // of embedding `texts`
   // Rows filled and staged (checked, metadata written where independent), on
   // a thread of its own. Last member: destroyed first, so its task has ended
   // before the rows and texts it reads go away.
@@ -125,7 +126,12 @@ struct StageTimes {
 struct BuildStats {
   uint64_t stored = 0;
   uint64_t skipped = 0;
+  uint64_t embedded = 0;     // texts embedded (rows stored from a text)
+  uint64_t truncated = 0;    // of those, longer than the model's window
+  uint64_t split_texts = 0;  // --chunk-long-texts: texts stored as chunks
+  uint64_t chunk_rows = 0;   // the rows they made
   StageTimes times;
+  int window = 0;          // the model's max_length in tokens; 0: no model
   std::string device;      // where texts were embedded; empty: nothing embedded
   embed::LaneStats lanes;  // the embedder's bulk lanes, when it ran
 };
@@ -203,7 +209,7 @@ class Pipeline {
   Pipeline(Source& source, index::Collection& collection,
            index::BulkAppender& appender, embed::Embedder* embedder,
            uint32_t dim, size_t chunk_rows, size_t max_in_flight, bool resume,
-           Progress& progress, BuildStats* stats)
+           int split_overlap, Progress& progress, BuildStats* stats)
       : source_(source),
         collection_(collection),
         appender_(appender),
@@ -212,6 +218,7 @@ class Pipeline {
         chunk_rows_(chunk_rows),
         max_in_flight_(max_in_flight),
         resume_(resume),
+        split_overlap_(split_overlap),
         progress_(progress),
         stats_(stats) {}
 
@@ -274,45 +281,74 @@ class Pipeline {
       file_rows.clear();
       return OkStatus();
     };
-    for (bool more = true; more;) {
+    // Adds a record to the chunk unless its id is stored already.
+    auto add = [&](CorpusRecord& record, bool embeds) -> StatusOr<bool> {
       ZV_ASSIGN_OR_RETURN(bool keep, Admit(record.id, flush, lap));
       if (!keep) {
         ++skipped;
+        return false;
+      }
+      if (embeds && embedder_ == nullptr) {
+        return FailedPreconditionError(
+            source_.where() + ": no \"vector\" (needed with --model none)");
+      }
+      if (!embeds && !vector_row && record.vector.size() != dim_) {
+        return FailedPreconditionError(
+            source_.where() + ": \"vector\" has " +
+            std::to_string(record.vector.size()) + " values, collection " +
+            collection_.name() + " has dim " + std::to_string(dim_));
+      }
+      // Chunks are homogeneous: flush when the kind changes.
+      if (!chunk->records.empty() && embeds != chunk_embeds) {
+        ZV_RETURN_IF_ERROR(flush());
+      }
+      chunk_embeds = embeds;
+      index::Record r;
+      r.id = std::move(record.id);
+      r.text = std::move(record.text);
+      r.ns = std::move(record.ns);
+      r.metadata = std::move(record.metadata);
+      r.timestamp_ms = record.timestamp_ms;
+      chunk_text_bytes += r.text.size();
+      chunk->records.push_back(std::move(r));
+      if (vector_row) {
+        file_rows.push_back(*vector_row);
+      } else if (!embeds) {
+        jsonl_vectors.push_back(std::move(record.vector));
+        record.vector = {};
+      }
+      if (chunk->records.size() >= chunk_rows_ ||
+          chunk_text_bytes >= kMaxChunkTextBytes) {
+        ZV_RETURN_IF_ERROR(flush());
+      }
+      return true;
+    };
+    for (bool more = true; more;) {
+      const bool embeds = !vector_row && record.vector.empty();
+      std::vector<std::string_view> spans;
+      if (embeds && embedder_ && split_overlap_ >= 0) {
+        spans = embedder_->SplitToWindows(record.text, split_overlap_);
+      }
+      if (spans.size() > 1) {
+        // --chunk-long-texts: one row a window-sized span, id "<id>#<n>",
+        // the source id and span number in the metadata.
+        uint64_t kept = 0;
+        for (size_t n = 0; n < spans.size(); ++n) {
+          CorpusRecord piece;
+          piece.id = record.id + "#" + std::to_string(n);
+          piece.text = std::string(spans[n]);
+          piece.ns = record.ns;
+          piece.metadata = record.metadata;
+          piece.metadata["source_id"] = record.id;
+          piece.metadata["chunk"] = std::to_string(n);
+          piece.timestamp_ms = record.timestamp_ms;
+          ZV_ASSIGN_OR_RETURN(bool added, add(piece, true));
+          kept += added;
+        }
+        split_rows_ += kept;
+        split_texts_ += kept > 0;
       } else {
-        const bool embeds = !vector_row && record.vector.empty();
-        if (embeds && embedder_ == nullptr) {
-          return FailedPreconditionError(
-              source_.where() + ": no \"vector\" (needed with --model none)");
-        }
-        if (!embeds && !vector_row && record.vector.size() != dim_) {
-          return FailedPreconditionError(
-              source_.where() + ": \"vector\" has " +
-              std::to_string(record.vector.size()) + " values, collection " +
-              collection_.name() + " has dim " + std::to_string(dim_));
-        }
-        // Chunks are homogeneous: flush when the kind changes.
-        if (!chunk->records.empty() && embeds != chunk_embeds) {
-          ZV_RETURN_IF_ERROR(flush());
-        }
-        chunk_embeds = embeds;
-        index::Record r;
-        r.id = std::move(record.id);
-        r.text = std::move(record.text);
-        r.ns = std::move(record.ns);
-        r.metadata = std::move(record.metadata);
-        r.timestamp_ms = record.timestamp_ms;
-        chunk_text_bytes += r.text.size();
-        chunk->records.push_back(std::move(r));
-        if (vector_row) {
-          file_rows.push_back(*vector_row);
-        } else if (!embeds) {
-          jsonl_vectors.push_back(std::move(record.vector));
-          record.vector = {};
-        }
-        if (chunk->records.size() >= chunk_rows_ ||
-            chunk_text_bytes >= kMaxChunkTextBytes) {
-          ZV_RETURN_IF_ERROR(flush());
-        }
+        ZV_RETURN_IF_ERROR(add(record, embeds).status());
       }
       auto next = source_.Next(&record, &vector_row);
       if (!next.ok()) {
@@ -387,7 +423,7 @@ class Pipeline {
             // dear, under a sandboxing kernel especially).
             PrefaultRows(c->rows.rows, dim_);
             // The embedder writes straight into the segment rows.
-            s = embedder_->Submit(c->texts, c->rows.rows).get();
+            s = embedder_->Submit(c->texts, c->rows.rows, &c->report).get();
           }
           const auto t1 = Clock::now();
           if (const VectorFile* file = source_.vectors(); !rows.empty()) {
@@ -452,6 +488,8 @@ class Pipeline {
       stats_->times.commit += Seconds(t2 - t1);
       stats_->stored += chunk->records.size();
       stats_->skipped += chunk->skipped;
+      stats_->embedded += chunk->texts.size();
+      stats_->truncated += chunk->report.truncated;
       progress_.Update(stats_->stored + stats_->skipped, chunk->fraction);
       std::lock_guard<std::mutex> lock(mu_);
       ++committed_;
@@ -468,12 +506,14 @@ class Pipeline {
   const size_t chunk_rows_;
   const size_t max_in_flight_;
   const bool resume_;
+  const int split_overlap_;  // tokens shared by a long text's chunks; <0: off
   Progress& progress_;
   BuildStats* stats_;
 
   U64Set seen_;                 // id hashes; reader thread only
   std::set<void*> registered_;  // extent mappings given to the embedder
   StageTimes times_;            // reader thread's stages, merged after join
+  uint64_t split_texts_ = 0, split_rows_ = 0;  // reader thread's, likewise
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -485,6 +525,8 @@ class Pipeline {
 
  public:
   const StageTimes& reader_times() const { return times_; }
+  uint64_t split_texts() const { return split_texts_; }
+  uint64_t split_rows() const { return split_rows_; }
   // Where texts were embedded, incl. the output sink; empty without a model.
   const std::string& device() const { return device_; }
 
@@ -541,6 +583,12 @@ Status Build(const Flags& flags, BuildStats* stats,
   // so the collection can be searched by text).
   std::string model = DefaultModelDir(flags);
   if (vector_file && !flags.Has("model")) model = "none";
+  const bool chunk_long = flags.Has("chunk-long-texts");
+  if (chunk_long && (vector_file || model == "none")) {
+    return InvalidArgumentError(
+        "--chunk-long-texts: only for texts the model embeds (not with "
+        "--model none or vector files)");
+  }
 
   // From here on errors are not usage errors.
   auto fail = [](const Status& s) {
@@ -618,6 +666,7 @@ Status Build(const Flags& flags, BuildStats* stats,
     collection = *created;
   }
   if (embedder) {
+    stats->window = embedder->info().max_length;
     stats->device = embedder->device_description();
     std::cerr << "build: model " << model << ", device " << stats->device
               << "\n";
@@ -634,15 +683,20 @@ Status Build(const Flags& flags, BuildStats* stats,
   Progress progress("build " + *collection_name, isatty(STDERR_FILENO));
   auto appender = collection->StartBulkAppend();
   if (!appender.ok()) return fail(appender.status());
+  // Chunks of a long text share about 1/8 of the window, so a passage cut at
+  // one chunk's end is whole in the next.
+  const int split_overlap = chunk_long ? stats->window / 8 : -1;
   Pipeline pipeline(*source, *collection, **appender, embedder.get(), dim,
                     chunk_rows, static_cast<size_t>(in_flight), resume,
-                    progress, stats);
+                    split_overlap, progress, stats);
   Status s = pipeline.Run(std::move(first), first_row);
   const StageTimes& r = pipeline.reader_times();
   stats->times.read = r.read;
   stats->times.resume = r.resume;
   stats->times.fill = r.fill;
   stats->times.queue_full = r.queue_full;
+  stats->split_texts = pipeline.split_texts();
+  stats->chunk_rows = pipeline.split_rows();
   // Durable before we say so (also after an error: what was committed stays).
   Status finished = (*appender)->Finish();
   appender->reset();
@@ -692,7 +746,7 @@ int RunBuild(const std::vector<std::string>& args) {
       Flags::Parse(args,
                    {"data", "collection", "input", "model", "index", "batch",
                     "format", "device", "ids", "inflight", "group"},
-                   {});
+                   {"chunk-long-texts"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;
@@ -726,6 +780,29 @@ int RunBuild(const std::vector<std::string>& args) {
                   "%.2f s, encode %.2f s (wall, summed over lanes)\n",
                   l.lanes, static_cast<unsigned long long>(l.texts),
                   l.tokenize_seconds, l.encode_seconds);
+    std::cout << line;
+  }
+  if (stats.embedded > 0) {
+    // Silent truncation loses the end of long documents: say so, and how
+    // to keep them.
+    std::snprintf(line, sizeof(line),
+                  "build: truncated %llu of %llu texts to the model's window "
+                  "(%d tokens)%s\n",
+                  static_cast<unsigned long long>(stats.truncated),
+                  static_cast<unsigned long long>(stats.embedded), stats.window,
+                  stats.truncated > 0 && stats.split_texts == 0
+                      ? "; --chunk-long-texts stores long texts as "
+                        "overlapping chunks"
+                      : "");
+    std::cout << line;
+  }
+  if (stats.split_texts > 0) {
+    std::snprintf(
+        line, sizeof(line),
+        "build: --chunk-long-texts: split %llu long text(s) into %llu "
+        "rows (ids ID#0, ID#1, ..., metadata source_id and chunk)\n",
+        static_cast<unsigned long long>(stats.split_texts),
+        static_cast<unsigned long long>(stats.chunk_rows));
     std::cout << line;
   }
   if (!stats.device.empty())

@@ -36,6 +36,49 @@ contains "rebuild skips stored ids" out "stored 0 rows in collection docs (skipp
 check "build plain text" 0 $?
 contains "plain text stored" out "stored 2 rows"
 
+# Texts over the model's window (128 tokens): build says how many it
+# truncated; --chunk-long-texts stores them as overlapping window-sized rows
+# ID#n with source_id and chunk in the metadata.
+/usr/bin/python3 - <<'PY'
+import json
+words = "the river in city of water and fire dog cat".split() * 30  # 300 tokens
+with open("long.jsonl", "w") as f:
+    f.write(json.dumps({"id": "short", "text": "the cat and the dog"}) + "\n")
+    f.write(json.dumps({"id": "long", "text": " ".join(words), "namespace": "docs",
+                        "metadata": {"lang": "en"}}) + "\n")
+    f.write(json.dumps({"id": "fire", "text": "red fire and blue water"}) + "\n")
+PY
+"$ZEROVEC" build --data ldata --collection cut --input long.jsonl --model model >out 2>err
+check "build long texts" 0 $?
+contains "build reports truncation and the window" out "build: truncated 1 of 3 texts to the model's window (128 tokens); --chunk-long-texts"
+"$ZEROVEC" build --data ldata --collection chunked --input long.jsonl --model model --chunk-long-texts >out 2>err
+check "build --chunk-long-texts" 0 $?
+contains "chunks stored as rows" out "stored 5 rows in collection chunked"
+contains "chunks fit the window" out "build: truncated 0 of 5 texts to the model's window (128 tokens)"
+contains "build reports the split" out "split 1 long text(s) into 3 rows"
+"$ZEROVEC" attach --data ldata --collection chunked --text "the river in city" -k 10 --json --model model --quiet >out 2>err
+check "attach chunked collection" 0 $?
+/usr/bin/python3 - out long.jsonl <<'PY'
+import json, sys
+hits = json.load(open(sys.argv[1]))["hits"]
+text = [json.loads(l) for l in open(sys.argv[2])][1]["text"]
+assert sorted(h["id"] for h in hits) == ["fire", "long#0", "long#1", "long#2", "short"], hits
+chunks = sorted((h for h in hits if h["id"].startswith("long#")), key=lambda h: h["id"])
+for n, h in enumerate(chunks):
+    assert h["metadata"] == {"chunk": str(n), "lang": "en", "source_id": "long"}, h
+    assert h["namespace"] == "docs", h
+    assert h["text"] in text and len(h["text"].split()) <= 126, h
+assert text.startswith(chunks[0]["text"]) and text.endswith(chunks[-1]["text"])
+# Consecutive chunks share 128 / 8 = 16 one-token words.
+for a, b in zip(chunks, chunks[1:]):
+    assert a["text"].split()[-16:] == b["text"].split()[:16], (a, b)
+PY
+check "chunk rows: ids, metadata, overlapping spans of the text" 0 $?
+"$ZEROVEC" build --data ldata --collection chunked --input long.jsonl --model model --chunk-long-texts >out 2>err
+contains "rebuild skips stored chunks" out "stored 0 rows in collection chunked (skipped 5"
+"$ZEROVEC" build --data ldata --collection nochunk --input long.jsonl --model none --chunk-long-texts 2>err
+check "--chunk-long-texts without a model" 2 $?
+
 # Precomputed vectors: --model none stores them as given (no embedding); they
 # must all have one size, and every line needs one without a model.
 cat > vectors.jsonl <<'JSONL'
@@ -127,6 +170,8 @@ for cmd in build serve query attach compact; do
   "$ZEROVEC" "$cmd" --data data -h >out 2>err
   check "$cmd -h" 0 $?
 done
+"$ZEROVEC" build --help >out
+contains "build help documents chunking" out "--chunk-long-texts (off by default)"
 "$ZEROVEC" --help >out
 contains "help lists compact" out "compact --data DIR --collection NAME"
 contains "help lists the serve flag" out "--compact-tombstones F"

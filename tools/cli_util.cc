@@ -184,10 +184,12 @@ void PrintHits(const std::vector<OutputHit>& hits, bool json,
   if (json) {
     nlohmann::json doc = {{"hits", nlohmann::json::array()}};
     for (const auto& h : hits) {
-      doc["hits"].push_back({{"id", h.id},
-                             {"score", h.score},
-                             {"namespace", h.ns},
-                             {"text", h.text}});
+      nlohmann::json hit = {{"id", h.id},
+                            {"score", h.score},
+                            {"namespace", h.ns},
+                            {"text", h.text}};
+      if (!h.metadata.empty()) hit["metadata"] = h.metadata;
+      doc["hits"].push_back(std::move(hit));
     }
     out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
         << "\n";

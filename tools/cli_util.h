@@ -74,9 +74,11 @@ struct OutputHit {
   float score = 0;
   std::string ns;
   std::string text;
+  std::map<std::string, std::string> metadata;
 };
 
-// A table (rank, score, id, namespace, text) or, with json, {"hits":[...]}.
+// A table (rank, score, id, namespace, text) or, with json, {"hits":[...]}
+// (metadata too, where a hit has any).
 void PrintHits(const std::vector<OutputHit>& hits, bool json,
                std::ostream& out);
 

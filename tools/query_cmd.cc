@@ -62,7 +62,11 @@ Status Query(const Flags& flags) {
   }
   std::vector<OutputHit> hits;
   for (const auto& h : resp.hits()) {
-    hits.push_back({h.id(), h.score(), h.namespace_(), h.text()});
+    hits.push_back({h.id(),
+                    h.score(),
+                    h.namespace_(),
+                    h.text(),
+                    {h.metadata().begin(), h.metadata().end()}});
   }
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();

@@ -19,7 +19,7 @@ constexpr Command kCommands[] = {
      R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
-          [--inflight N]
+          [--inflight N] [--chunk-long-texts]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -27,6 +27,12 @@ constexpr Command kCommands[] = {
           bad line stops it with file:line, keeping what came before.
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
+          Texts longer than the model's window (max_length tokens, 128 for
+          zerovec-mini) are embedded from their start only; the closing lines
+          say how many. --chunk-long-texts (off by default) stores such a text
+          as overlapping window-sized chunks instead, cut at whitespace, ~1/8
+          of the window shared: rows ID#0, ID#1, ... with the text's metadata
+          plus source_id (ID) and chunk (0, 1, ...).
           --group NAME: share the data dir with a Unix group (files 0640).
 )"},
     {"serve", zv::tools::RunServe,

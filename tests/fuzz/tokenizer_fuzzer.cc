@@ -120,7 +120,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "Create fails only on bad input");
     return 0;
   }
-  const std::vector<int32_t> ids = tokenizer->Encode(text);
+  bool truncated = false;
+  const std::vector<int32_t> ids = tokenizer->Encode(text, &truncated);
+  // Truncated exactly when the whole text has more tokens than the window.
+  const size_t all_tokens = tokenizer->CountTokens(text);
+  Check(truncated == (all_tokens + 2 > static_cast<size_t>(options.max_length)),
+        "truncated iff over the window");
+  Check(truncated || ids.size() == all_tokens + 2, "untruncated: every token");
+  // Window-sized spans: inside the text, in order, each fitting unless it is
+  // a single word.
+  // (Addresses as integers: an empty text's data() may be null.)
+  const uintptr_t base = reinterpret_cast<uintptr_t>(text.data());
+  uintptr_t next_min = base;
+  for (std::string_view span : tokenizer->SplitToWindows(text, flags & 7)) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(span.data());
+    Check(at >= next_min && at + span.size() <= base + text.size(),
+          "span inside the text, in order");
+    next_min = at + 1;
+    bool cut = false;
+    tokenizer->Encode(span, &cut);
+    Check(!cut || span.find_first_of(" \t\n\r") == std::string_view::npos,
+          "span fits the window unless one word");
+  }
   Check(ids.size() >= 2, "at least [CLS] [SEP]");
   Check(ids.size() <= static_cast<size_t>(options.max_length),
         "max_length bound");
