@@ -271,4 +271,12 @@ void Progress::Finish(uint64_t rows) {
             << (tty_ ? "\x1b[K\n" : "\n");
 }
 
+Status RpcError(const std::string& server, int code,
+                const std::string& message) {
+  return FailedPreconditionError(
+      server + ": " +
+      std::string(StatusCodeName(static_cast<StatusCode>(code))) + ": " +
+      message);
+}
+
 }  // namespace zv::tools

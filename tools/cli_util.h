@@ -69,6 +69,11 @@ StatusOr<std::vector<float>> ReadVectorFile(const std::filesystem::path& path);
 // Reads a whole small file (e.g. a token), trailing whitespace trimmed.
 StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path);
 
+// A failed RPC to `server` (grpc::Status' code and message) as the command's
+// error: never a usage error of the command, so FAILED_PRECONDITION.
+Status RpcError(const std::string& server, int code,
+                const std::string& message);
+
 struct OutputHit {
   std::string id;
   float score = 0;

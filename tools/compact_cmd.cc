@@ -41,13 +41,7 @@ Status CompactOnline(const Flags& flags, const std::string& name) {
   req.set_collection(name);
   zerovec::v1::CompactResponse resp;
   grpc::Status s = stub->Compact(&ctx, req, &resp);
-  if (!s.ok()) {
-    // Server-side errors are never usage errors of this command.
-    return FailedPreconditionError(
-        server + ": " +
-        std::string(StatusCodeName(static_cast<StatusCode>(s.error_code()))) +
-        ": " + s.error_message());
-  }
+  if (!s.ok()) return RpcError(server, s.error_code(), s.error_message());
   index::CompactionResult r;
   r.rows_before = resp.rows_before();
   r.rows_after = resp.rows_after();

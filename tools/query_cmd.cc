@@ -53,13 +53,7 @@ Status Query(const Flags& flags) {
   auto stub = zerovec::v1::ZeroVec::NewStub(channel);
   zerovec::v1::SearchResponse resp;
   grpc::Status s = stub->Search(&ctx, req, &resp);
-  if (!s.ok()) {
-    // Server-side errors are never usage errors of this command.
-    return FailedPreconditionError(
-        server + ": " +
-        std::string(StatusCodeName(static_cast<StatusCode>(s.error_code()))) +
-        ": " + s.error_message());
-  }
+  if (!s.ok()) return RpcError(server, s.error_code(), s.error_message());
   std::vector<OutputHit> hits;
   for (const auto& h : resp.hits()) {
     hits.push_back({h.id(),

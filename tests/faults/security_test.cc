@@ -165,22 +165,29 @@ int RunAsNobody(const std::function<int()>& fn,
   return WEXITSTATUS(status);
 }
 
+// A fresh folder under /tmp, 0755 (searchable by everyone, as a data dir's
+// parent often is, so only the data dir's own permissions can stop another
+// uid), removed at scope exit.
+struct PublicTmpDir {
+  explicit PublicTmpDir(const std::string& prefix)
+      : path(fs::path("/tmp") / (prefix + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+    ::chmod(path.c_str(), 0755);
+  }
+  ~PublicTmpDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
 TEST(SecurityTest, AnotherUidCannotAttachOrReadTheDataDir) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
   // Under /tmp (searchable by everyone, as a data dir often is) so that only
   // the data dir's own permissions can stop another uid.
-  const fs::path root =
-      fs::path("/tmp") / ("zv-security-" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  ::chmod(root.c_str(), 0755);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{root};
+  const PublicTmpDir tmp("zv-security-");
+  const fs::path& root = tmp.path;
   ServeOptions so;
   so.data_dir = root / "data";
   std::string error;
@@ -234,18 +241,8 @@ TEST(SecurityTest, GroupMemberAttachesWhileServing) {
   if (g == nullptr) GTEST_SKIP() << "no users/nogroup group to share with";
   const std::string group = g->gr_name;
   const gid_t gid = g->gr_gid;
-  const fs::path root =
-      fs::path("/tmp") / ("zv-security-group-" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  ::chmod(root.c_str(), 0755);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{root};
+  const PublicTmpDir tmp("zv-security-group-");
+  const fs::path& root = tmp.path;
   ServeOptions so;
   so.data_dir = root / "data";
   so.extra_flags = {"--group", group};

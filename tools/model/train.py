@@ -232,6 +232,25 @@ def neighbours(model, tok, corpus, args, device, k=5):
 
 
 
+# ----------------------------------------------------------------------------- training steps
+
+def apply_step(opt, module, loss):
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+    opt.step()
+
+
+def track(step, loss, losses, curve, t_train, label, **extra):
+    """Every 50 steps keeps the loss; every 500 logs the mean of the last ten."""
+    if step % 50 == 0:
+        losses.append(float(loss.detach()))
+    if step % 500 == 0:
+        l = sum(losses[-10:]) / max(1, len(losses[-10:]))
+        curve.append(dict({"step": step, "seconds": round(time.time() - t_train, 1), "loss": round(l, 4)}, **extra))
+        log("%s step %d loss %.4f %s %.0fs" % (label, step, l, extra, time.time() - t_train))
+
+
 # ----------------------------------------------------------------------------- the larger model (issue 20)
 
 def mlm_stream(tok, texts, cls_id, sep_id):
@@ -286,17 +305,9 @@ def mlm_pretrain(model, tok, texts, vocab_tokens, args, device, minutes):
             g["lr"] = lr
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
             loss = mlm(input_ids=inp, attention_mask=torch.ones_like(inp), labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(mlm.parameters(), 1.0)
-        opt.step()
+        apply_step(opt, mlm, loss)
         step += 1
-        if step % 50 == 0:
-            losses.append(float(loss.detach()))
-        if step % 500 == 0:
-            l = sum(losses[-10:]) / max(1, len(losses[-10:]))
-            curve.append({"step": step, "seconds": round(time.time() - t_train, 1), "loss": round(l, 4)})
-            log("mlm step %d loss %.4f lr %.2e %.0fs" % (step, l, lr, time.time() - t_train))
+        track(step, loss, losses, curve, t_train, "mlm", lr=lr)
     model.load_state_dict(mlm.bert.state_dict(), strict=False)
     return {"steps": step, "seconds": round(time.time() - t_train, 1), "tokens_per_step": args.mlm_tokens,
             "stream_tokens": int(n_tok), "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
@@ -569,17 +580,9 @@ def main():
             loss = 0.5 * (F.cross_entropy(torch.cat([logits, lh], dim=1), lab) + F.cross_entropy(logits.T, lab))
         else:
             loss = 0.5 * (F.cross_entropy(logits, lab) + F.cross_entropy(logits.T, lab))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        apply_step(opt, model, loss)
         step += 1
-        if step % 50 == 0:
-            losses.append(float(loss.detach()))
-        if step % 500 == 0:
-            l = sum(losses[-10:]) / max(1, len(losses[-10:]))
-            curve.append({"step": step, "seconds": round(time.time() - t_train, 1), "loss": round(l, 4), "lr": lr})
-            log("step %d epoch %d loss %.4f lr %.2e %.0fs" % (step, epoch, l, lr, time.time() - t_train))
+        track(step, loss, losses, curve, t_train, "contrastive", lr=lr, epoch=epoch)
     train_seconds = time.time() - t_train
     results["training"] = {"steps": step, "epochs": round(step * args.batch / P, 2), "seconds": round(train_seconds, 1),
                            "params": n_params, "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
