@@ -539,8 +539,11 @@ Status Build(const Flags& flags, BuildStats* stats,
   }
   // Vector files need no model unless one is named (then its dim must match,
   // so the collection can be searched by text).
-  std::string model = DefaultModelDir(flags);
-  if (vector_file && !flags.Has("model")) model = "none";
+  std::string model = "none";
+  if (!vector_file || flags.Has("model")) {
+    ZV_ASSIGN_OR_RETURN(model, ResolveModelDir(flags));
+    if (model.empty()) model = "none";
+  }
 
   // From here on errors are not usage errors.
   auto fail = [](const Status& s) {
@@ -596,7 +599,12 @@ Status Build(const Flags& flags, BuildStats* stats,
   index::DatabaseOptions db_options;
   if (flags.Has("group")) db_options.group = flags.Get("group");
   auto db = index::Database::Open(data, db_options);
-  if (!db.ok()) return fail(db.status().WithContext("data " + data));
+  if (!db.ok()) {
+    return fail(DataDirOpenError(
+        data, db.status(),
+        "add to it through that server (the Upsert RPC), stop it first, or "
+        "build into another --data folder"));
+  }
   std::shared_ptr<index::Collection> collection;
   if (auto existing = (*db)->GetCollection(*collection_name); existing.ok()) {
     collection = *existing;

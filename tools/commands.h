@@ -12,7 +12,6 @@
 namespace zv::tools {
 
 inline constexpr char kDefaultData[] = "./zerovec-data";
-inline constexpr char kDefaultModel[] = "models/zerovec-mini";
 inline constexpr char kDefaultListen[] = "127.0.0.1:50051";
 
 int RunBuild(const std::vector<std::string>& args);
