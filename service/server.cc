@@ -36,6 +36,9 @@ class ServerImpl final : public Server {
 
   Status Listen() {
     grpc::EnableDefaultHealthCheckService(true);
+    // Reflection v1alpha only: Debian's gRPC 1.51 predates the v1 reflection
+    // service (grpc 1.57). It describes grpc.health.v1 from
+    // //proto:health_descriptor, linked in for that.
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
@@ -55,6 +58,9 @@ class ServerImpl final : public Server {
       return UnavailableError("listen " + options_.listen +
                               ": cannot bind (address in use or invalid?)");
     }
+    // Probes may ask for the service by name as well as for the server ("").
+    server_->GetHealthCheckService()->SetServingStatus(
+        zerovec::v1::ZeroVec::service_full_name(), true);
     return OkStatus();
   }
 

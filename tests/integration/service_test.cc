@@ -448,6 +448,49 @@ TEST_F(ServiceTest, HealthAndReflectionAnswer) {
   EXPECT_NE(listing.find("grpc.health.v1.Health"), std::string::npos);
 }
 
+TEST_F(ServiceTest, HealthKnowsTheServiceByName) {
+  // HealthCheckRequest{service: "zerovec.v1.ZeroVec"}.
+  const std::string name = "zerovec.v1.ZeroVec";
+  grpc::ClientContext ctx;
+  std::string resp;
+  grpc::Status s = RawUnaryCall(
+      rs_.channel.get(), "/grpc.health.v1.Health/Check",
+      std::string("\x0a") + static_cast<char>(name.size()) + name, &resp, &ctx);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp, std::string("\x08\x01", 2));  // status: SERVING
+
+  grpc::ClientContext uctx;
+  const std::string other = "no.such.Service";
+  s = RawUnaryCall(
+      rs_.channel.get(), "/grpc.health.v1.Health/Check",
+      std::string("\x0a") + static_cast<char>(other.size()) + other, &resp,
+      &uctx);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, ReflectionDescribesHealth) {
+  // ServerReflectionRequest{file_containing_symbol: ...} is field 4.
+  for (const std::string symbol :
+       {"grpc.health.v1.Health", "zerovec.v1.ZeroVec"}) {
+    grpc::ClientContext ctx;
+    std::string resp;
+    grpc::Status s = RawBidiCall(
+        rs_.channel.get(),
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        std::string("\x22") + static_cast<char>(symbol.size()) + symbol, &resp,
+        &ctx);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.find("not found"), std::string::npos)
+        << symbol << ": " << resp;
+    if (symbol == "grpc.health.v1.Health") {
+      EXPECT_NE(resp.find("grpc/health/v1/health.proto"), std::string::npos);
+      EXPECT_NE(resp.find("HealthCheckResponse"), std::string::npos);
+    } else {
+      EXPECT_NE(resp.find("zerovec/v1/zerovec.proto"), std::string::npos);
+    }
+  }
+}
+
 TEST(ServiceLimitsTest, ConcurrentRequestLimitIsResourceExhausted) {
   service::ServerOptions options;
   options.data_dir = MakeTempDir("limits_test");
