@@ -162,7 +162,7 @@ Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != ',' && c != '_') {
       return Invalid("index",
                      "unexpected character in descriptor \"" + req.index() +
-                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ48\")");
+                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ32\")");
     }
   }
   return OkStatus();

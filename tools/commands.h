@@ -24,7 +24,7 @@ int RunCompact(const std::vector<std::string>& args);
 // when `usage` (a flag problem), else 1.
 int Fail(const std::string& command, const Status& s, bool usage);
 
-// "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ48"; FAISS-style
+// "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ32"; FAISS-style
 // descriptors pass through.
 StatusOr<std::string> IndexDescriptor(const std::string& flag);
 
