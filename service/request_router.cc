@@ -38,8 +38,9 @@ RequestRouter::RequestRouter(Impl* impl) {
   add(Unary("/zerovec.v1.ZeroVec/DescribeCollection", impl,
             &Impl::DescribeCollection));
   add(Unary("/zerovec.v1.ZeroVec/Upsert", impl, &Impl::Upsert));
-  // Each streamed message goes through SerializationTraits<UpsertRequest>
-  // already (no MessageLite base on this path).
+  // Streamed messages go through SerializationTraits<UpsertRequest> already,
+  // but a refused one ends the handler's Read loop as the stream's end would:
+  // the reason, from this thread's parse log, replaces its OK.
   add(new grpc::internal::RpcServiceMethod(
       "/zerovec.v1.ZeroVec/UpsertStream",
       grpc::internal::RpcMethod::CLIENT_STREAMING,
@@ -48,7 +49,16 @@ RequestRouter::RequestRouter(Impl* impl) {
           [](Impl* service, grpc::ServerContext* ctx,
              grpc::ServerReader<pb::UpsertRequest>* reader,
              pb::UpsertResponse* resp) {
-            return service->UpsertStream(ctx, reader, resp);
+            ParseLog& log = ThisThreadParseLog();
+            log = {};
+            grpc::Status s = service->UpsertStream(ctx, reader, resp);
+            if (!s.ok() || !log.refused) return s;
+            return grpc::Status(
+                static_cast<grpc::StatusCode>(log.refused->code()),
+                "message " + std::to_string(log.parsed) + " (the " +
+                    std::to_string(resp->upserted()) +
+                    " items of earlier messages are stored): " +
+                    log.refused->message());
           },
           impl)));
   add(Unary("/zerovec.v1.ZeroVec/Search", impl, &Impl::Search));

@@ -103,6 +103,11 @@ Walk WalkMessage(pb::io::CodedInputStream* in, const pb::Descriptor& type,
 
 }  // namespace
 
+ParseLog& ThisThreadParseLog() {
+  thread_local ParseLog log;
+  return log;
+}
+
 Status DiagnoseUnparsedRequest(std::string_view wire,
                                const google::protobuf::Descriptor& type) {
   pb::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include <optional>
 #include <string_view>
 
 #include "base/status.h"
@@ -18,6 +19,15 @@ namespace zv::service {
 // INTERNAL "cannot parse the request as <type>".
 Status DiagnoseUnparsedRequest(std::string_view wire,
                                const google::protobuf::Descriptor& type);
+
+// This thread's request parses, noted by request_traits.h: a streaming
+// handler's Read just returns false on a refused message, as at the stream's
+// end, and the reason is only here.
+struct ParseLog {
+  int parsed = 0;                 // requests read successfully
+  std::optional<Status> refused;  // the last refused one's reason
+};
+ParseLog& ThisThreadParseLog();
 
 }  // namespace zv::service
 

@@ -264,6 +264,38 @@ TEST_F(ServiceTest, StreamStopsAtBadMessage) {
   EXPECT_EQ(Describe("stream").live_rows(), 4u);
 }
 
+// A streamed message protobuf refuses (invalid UTF-8) ends the stream with
+// its reason, not with OK as if the client had finished.
+TEST_F(ServiceTest, StreamStopsAtUnparsableMessage) {
+  ASSERT_TRUE(Create("stream").ok());
+  grpc::ClientContext ctx;
+  pb::UpsertResponse resp;
+  auto writer = rs_.stub->UpsertStream(&ctx, &resp);
+  writer->Write(VectorBatch("stream", 0, 4));
+  pb::UpsertRequest bad = VectorBatch("stream", 4, 2);
+  bad.mutable_items(1)->set_text("x\xff");
+  writer->Write(bad);
+  writer->Write(VectorBatch("stream", 6, 2));
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "message 1 (the 4 items of earlier messages are stored): "
+            "items[1].text: not valid UTF-8 (byte 1)");
+  EXPECT_EQ(Describe("stream").live_rows(), 4u);
+}
+
+TEST_F(ServiceTest, UnparsableRequestIsInternalWithAReason) {
+  grpc::ClientContext ctx;
+  std::string resp;
+  // Field 2 (items) claims 100 bytes that are not there.
+  grpc::Status s = RawUnaryCall(rs_.channel.get(), "/zerovec.v1.ZeroVec/Upsert",
+                                std::string("\x12\x64\x0a", 3), &resp, &ctx);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_message(),
+            "cannot parse the request as zerovec.v1.UpsertRequest");
+}
+
 TEST_F(ServiceTest, UpsertValidationNamesFieldAndChangesNothing) {
   ASSERT_TRUE(Create("v").ok());
   struct Case {

@@ -35,7 +35,11 @@ class RequestSerializationTraits {
     grpc::ByteBuffer kept(*buffer);
     grpc::Status s =
         grpc::GenericDeserialize<grpc::ProtoBufferReader, T>(buffer, msg);
-    if (s.ok()) return s;
+    ParseLog& log = ThisThreadParseLog();
+    if (s.ok()) {
+      ++log.parsed;
+      return s;
+    }
     std::vector<grpc::Slice> slices;
     std::string wire;
     if (kept.Dump(&slices).ok()) {
@@ -43,6 +47,7 @@ class RequestSerializationTraits {
         wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
     const Status why = DiagnoseUnparsedRequest(wire, *T::descriptor());
+    log.refused = why;
     return grpc::Status(static_cast<grpc::StatusCode>(why.code()),
                         why.message());
   }
