@@ -239,6 +239,23 @@ wait "$SERVER_PID"
 check "serve exits 0 on SIGTERM" 0 $?
 SERVER_PID=""
 
+# Held by something that is not a server (here a stand-in whose argv[1] is
+# "build", locking meta/LOCK as RocksDB does): wait for it, not "upsert".
+cat > build <<'PY'
+import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+time.sleep(30)
+PY
+/usr/bin/python3 build data/meta/LOCK locked &
+HOLDER=$!
+for _ in $(seq 100); do [[ -e locked ]] && break; sleep 0.1; done
+"$ZEROVEC" compact --data data --collection docs >out 2>err
+check "compact while a build holds the data" 1 $?
+contains "names the build holder" err "held by process $HOLDER (python3 build), which has it open; wait for it to finish, or stop it first"
+kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
+
 # compact offline, the server gone.
 "$ZEROVEC" compact --data data --collection docs >out 2>err
 check "compact --data" 0 $?

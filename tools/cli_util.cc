@@ -93,6 +93,7 @@ Status DataDirOpenError(const std::string& data, const Status& s,
     return s.WithContext("data " + data);
   // RocksDB holds an fcntl write lock on meta/LOCK; F_GETLK names its owner.
   std::string holder = "another process (a running zerovec serve?)";
+  std::string what_to_do = instead;
   const std::string lock_path = data + "/meta/LOCK";
   if (int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
     struct flock fl = {};
@@ -108,11 +109,14 @@ Status DataDirOpenError(const std::string& data, const Status& s,
         holder += " (" + std::filesystem::path(argv0).filename().string() +
                   (argv1.empty() ? "" : " " + argv1) + ")";
       }
+      // `instead` speaks of a server; a build or compact just ends.
+      if (argv1 == "build" || argv1 == "compact")
+        what_to_do = "wait for it to finish, or stop it first";
     }
     close(fd);
   }
   return FailedPreconditionError("data " + data + " is held by " + holder +
-                                 ", which has it open; " + instead);
+                                 ", which has it open; " + what_to_do);
 }
 
 StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,

@@ -65,7 +65,8 @@ StatusOr<std::string> ResolveModelDir(const Flags& flags);
 
 // Opening <data>/meta failed with `s`. RocksDB's "lock file" error (another
 // process holds the data dir) becomes a FAILED_PRECONDITION naming the holder's
-// pid where it can be told and `instead` (what to do); others get context.
+// pid where it can be told and `instead` (what to do about a server holding
+// it; a build or compact holding it is to be waited for); others get context.
 Status DataDirOpenError(const std::string& data, const Status& s,
                         const std::string& instead);
 
