@@ -27,7 +27,7 @@ inline constexpr int kMaxEfSearch = 4096;
 inline constexpr size_t kMaxIdBytes = 512;
 
 // Which FAISS index searches the collection. Named by FAISS-style descriptor
-// strings: "Flat", "HNSW32", "IVF1024,PQ48" (the same string in CLI, API and on
+// strings: "Flat", "HNSW32", "IVF1024,PQ32" (the same string in CLI, API and on
 // disk).
 struct IndexSpec {
   std::string descriptor = "Flat";

@@ -109,6 +109,12 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
   empty_id.id = "";
   long_id.id = std::string(kMaxIdBytes + 1, 'x');
   bad_meta.metadata[""] = "v";
+  Record bad_text = ok, blank_text = ok, bad_ns = ok;
+  bad_text.text = "ok \xff";
+  blank_text.text = " \n";
+  bad_ns.ns = "\xc3";
+  std::vector<float> huge = one;
+  huge[0] = 3e38f;
   const std::vector<float> two = RandomVectors(2, kDim, 2);
   struct Case {
     std::string name;
@@ -133,6 +139,19 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
        {bad_meta},
        one,
        "records[0].metadata has an empty key"},
+      {"text not UTF-8",
+       {bad_text},
+       one,
+       "records[0].text: not valid UTF-8 (byte 3)"},
+      {"blank text", {blank_text}, one, "records[0].text is only whitespace"},
+      {"namespace not UTF-8",
+       {bad_ns},
+       one,
+       "records[0].namespace: not valid UTF-8 (byte 0)"},
+      {"scores would overflow",
+       {ok},
+       huge,
+       "vectors[0]: squared norm 9e+76 is over the limit"},
   };
   for (const Case& t : upserts) {
     Status s = c->Upsert(t.recs, t.vecs);
@@ -161,6 +180,8 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
       {"query dim", std::vector<float>(kDim + 1, 0.f), SearchOptions(),
        "multiple of dim 32"},
       {"query NaN", nan, SearchOptions(), "queries[0][3] is not finite"},
+      {"query too big", huge, SearchOptions(),
+       "queries[0]: squared norm 9e+76"},
       {"min > max", one, time, "filter.min_timestamp_ms (10) is greater"},
       {"empty key", one, key, "filter.metadata_equals: empty key"},
       {"ef_search < 0", one, ef_neg, "ef_search must be 0 (index default)"},

@@ -5,6 +5,7 @@
 
 #include "index/ann_index.h"
 #include "index/filter.h"
+#include "index/text_rules.h"
 
 namespace zv::index {
 
@@ -57,13 +58,25 @@ Status ValidateRecords(std::span<const Record> records) {
           field() + ".id is " + std::to_string(r.id.size()) +
           " bytes; the limit is " + std::to_string(kMaxIdBytes));
     }
+    if (Status s = CheckUtf8(r.id); !s.ok())
+      return s.WithContext(field() + ".id");
     if (!seen.insert(r.id).second) {
       return InvalidArgumentError(field() + ".id '" + r.id +
                                   "' appears twice in the batch");
     }
+    if (Status s = CheckUtf8(r.text); !s.ok())
+      return s.WithContext(field() + ".text");
+    if (!r.text.empty() && IsBlank(r.text))
+      return InvalidArgumentError(field() + ".text is only whitespace");
+    if (Status s = CheckUtf8(r.ns); !s.ok())
+      return s.WithContext(field() + ".namespace");
     for (const auto& [key, value] : r.metadata) {
       if (key.empty())
         return InvalidArgumentError(field() + ".metadata has an empty key");
+      if (Status s = CheckUtf8(key); !s.ok())
+        return s.WithContext(field() + ".metadata key");
+      if (Status s = CheckUtf8(value); !s.ok())
+        return s.WithContext(field() + ".metadata[" + key + "]");
     }
   }
   return OkStatus();
@@ -77,11 +90,12 @@ Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
         std::to_string(n) + " x dim " + std::to_string(dim) + " = " +
         std::to_string(n * dim));
   }
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) {
-      return InvalidArgumentError(field + "[" + std::to_string(i / dim) + "][" +
-                                  std::to_string(i % dim) +
-                                  "] is not finite (NaN or Inf)");
+  for (size_t row = 0; row < n; ++row) {
+    Status s = CheckVectorValues(values.subspan(row * dim, dim));
+    if (!s.ok()) {
+      const bool element = s.message().front() == '[';  // "[j] is not finite"
+      return InvalidArgumentError(field + "[" + std::to_string(row) + "]" +
+                                  (element ? "" : ": ") + s.message());
     }
   }
   return OkStatus();

@@ -13,6 +13,7 @@
 #include "index/collection.h"
 #include "service/auth.h"
 #include "service/compactor.h"
+#include "service/request_router.h"
 #include "service/zerovec_service.h"
 
 namespace zv::service {
@@ -28,7 +29,8 @@ class ServerImpl final : public Server {
         auth_(options.auth_token),
         compactor_(db_.get(), options.auto_compaction, options.log),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_) {}
+                 &compactor_),
+        router_(&service_) {}
 
   ~ServerImpl() override {
     Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -36,11 +38,17 @@ class ServerImpl final : public Server {
 
   Status Listen() {
     grpc::EnableDefaultHealthCheckService(true);
+    // Reflection v1alpha only: Debian's gRPC 1.51 predates the v1 reflection
+    // service (grpc 1.57). It describes grpc.health.v1 from
+    // //proto:health_descriptor, linked in for that.
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
                              &port_);
-    builder.RegisterService(&service_);
+    ZV_RETURN_IF_ERROR(router_.CheckCoversProto());
+    // service_'s handlers, registered through router_ (request parse errors
+    // name the field).
+    builder.RegisterService(&router_);
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(options_.limits.max_message_bytes));
     builder.SetMaxSendMessageSize(
@@ -55,6 +63,9 @@ class ServerImpl final : public Server {
       return UnavailableError("listen " + options_.listen +
                               ": cannot bind (address in use or invalid?)");
     }
+    // Probes may ask for the service by name as well as for the server ("").
+    server_->GetHealthCheckService()->SetServingStatus(
+        zerovec::v1::ZeroVec::service_full_name(), true);
     return OkStatus();
   }
 
@@ -100,6 +111,7 @@ class ServerImpl final : public Server {
   BearerAuth auth_;
   Compactor compactor_;
   ZeroVecService service_;
+  RequestRouter router_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::mutex mu_;

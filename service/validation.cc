@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "index/collection.h"
+#include "index/text_rules.h"
 
 namespace zv::service {
 namespace {
@@ -17,6 +18,12 @@ std::string Field(std::string_view base, int i) {
 
 Status Invalid(std::string_view field, const std::string& what) {
   return InvalidArgumentError(std::string(field) + ": " + what);
+}
+
+// The index's string rule, named by the request field.
+Status CheckUtf8(std::string_view field, std::string_view s) {
+  Status st = index::CheckUtf8(s);
+  return st.ok() ? st : Invalid(field, st.message());
 }
 
 Status Exhausted(std::string_view field, const std::string& what) {
@@ -40,7 +47,7 @@ Status CheckId(std::string_view field, const std::string& id) {
                               " bytes, the limit is " +
                               std::to_string(index::kMaxIdBytes));
   }
-  return OkStatus();
+  return CheckUtf8(field, id);
 }
 
 Status CheckText(std::string_view field, const std::string& text,
@@ -50,6 +57,10 @@ Status CheckText(std::string_view field, const std::string& text,
         field, std::to_string(text.size()) + " bytes, the limit is " +
                    std::to_string(limits.max_text_bytes) + " (max_text_bytes)");
   }
+  ZV_RETURN_IF_ERROR(CheckUtf8(field, text));
+  // Nothing to embed: a blank text would get a meaningless vector.
+  if (!text.empty() && index::IsBlank(text))
+    return Invalid(field, "only whitespace");
   return OkStatus();
 }
 
@@ -61,7 +72,9 @@ Status CheckFinite(std::string_view field, const Values& values) {
                      "not a finite number");
     }
   }
-  return OkStatus();
+  // The index's bound on magnitude (scores must not overflow to inf).
+  Status s = index::CheckVectorValues({values.data(), size_t(values.size())});
+  return s.ok() ? s : Invalid(field, s.message());
 }
 
 Status CheckDim(std::string_view field, int got, uint32_t dim) {
@@ -93,6 +106,7 @@ Status CheckMetadata(
   }
   for (const auto& [key, value] : metadata) {
     if (key.empty()) return Invalid(field, "empty key");
+    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + " key", key));
     if (key.size() > kMaxMetadataKeyBytes) {
       return Invalid(
           std::string(field) + "[" + key.substr(0, 32) + "...]",
@@ -103,6 +117,7 @@ Status CheckMetadata(
                      "value longer than " +
                          std::to_string(kMaxMetadataValueBytes) + " bytes");
     }
+    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + "[" + key + "]", value));
   }
   return OkStatus();
 }
@@ -112,7 +127,7 @@ Status CheckNamespace(std::string_view field, const std::string& ns) {
     return Invalid(
         field, "longer than " + std::to_string(kMaxNamespaceBytes) + " bytes");
   }
-  return OkStatus();
+  return CheckUtf8(field, ns);
 }
 
 }  // namespace
@@ -147,7 +162,7 @@ Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != ',' && c != '_') {
       return Invalid("index",
                      "unexpected character in descriptor \"" + req.index() +
-                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ48\")");
+                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ32\")");
     }
   }
   return OkStatus();

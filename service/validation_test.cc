@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace zv::service {
 namespace {
@@ -44,6 +47,55 @@ TEST(ValidationTest, InfinityIsRejected) {
   req.mutable_items(1)->set_vector(1, INFINITY);
   Status s = ValidateUpsert(req, Limits());
   EXPECT_EQ(s.message(), "items[1].vector[1]: not a finite number");
+}
+
+// In-process requests skip protobuf's parse: validation holds the same rules.
+TEST(ValidationTest, StringsMustBeUtf8AndTextNotBlank) {
+  struct Case {
+    std::function<void(pb::UpsertRequest*)> mutate;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto* r) { r->mutable_items(1)->set_id("b\xff"); },
+       "items[1].id: not valid UTF-8 (byte 1)"},
+      {[](auto* r) { r->mutable_items(0)->set_text("\xc3"); },
+       "items[0].text: not valid UTF-8 (byte 0)"},
+      {[](auto* r) { r->mutable_items(0)->set_text(" \r\n\t"); },
+       "items[0].text: only whitespace"},
+      {[](auto* r) { r->mutable_items(1)->set_namespace_("\x80"); },
+       "items[1].namespace: not valid UTF-8 (byte 0)"},
+      {[](auto* r) {
+         (*r->mutable_items(0)->mutable_metadata())["\xfe"] = "v";
+       },
+       "items[0].metadata key: not valid UTF-8 (byte 0)"},
+      {[](auto* r) {
+         (*r->mutable_items(0)->mutable_metadata())["k"] = "\xfe";
+       },
+       "items[0].metadata[k]: not valid UTF-8 (byte 0)"},
+      {[](auto* r) { r->mutable_items(1)->set_vector(0, 2e19f); },
+       "items[1].vector: squared norm 4e+38 is over the limit 8.51e+37"},
+  };
+  for (const Case& c : cases) {
+    pb::UpsertRequest req = TwoItems();
+    c.mutate(&req);
+    Status s = ValidateUpsert(req, Limits());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(s.message().rfind(c.message, 0), 0u) << s.message();
+  }
+  pb::UpsertRequest ok = TwoItems();
+  ok.mutable_items(0)->set_text("caf\xc3\xa9 \xe2\x82\xac");
+  ok.mutable_items(1)->set_vector(0, 9e18f);  // big, still bounded
+  EXPECT_TRUE(ValidateUpsert(ok, Limits()).ok());
+
+  pb::SearchRequest search;
+  search.set_collection("c");
+  search.mutable_query()->set_text("\t");
+  EXPECT_EQ(ValidateSearch(search, Limits()).message(),
+            "query.text: only whitespace");
+  pb::EmbedRequest embed;
+  embed.add_texts("\xe2\x82");
+  EXPECT_EQ(ValidateEmbed(embed, Limits(), true).message(),
+            "texts[0]: not valid UTF-8 (byte 0)");
 }
 
 TEST(ValidationTest, TraversalNamesAreInvalid) {

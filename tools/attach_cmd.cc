@@ -40,7 +40,10 @@ Status Attach(const Flags& flags) {
     query = std::move(values).value();
   } else {
     embed::EmbedderOptions eo = device;
-    eo.model_dir = DefaultModelDir(flags);
+    ZV_ASSIGN_OR_RETURN(const std::string model, ResolveModelDir(flags));
+    if (model.empty())
+      return FailedPreconditionError("--text needs a model (not --model none)");
+    eo.model_dir = model;
     auto embedder = embed::Embedder::Create(eo);
     if (!embedder.ok())
       return fail(

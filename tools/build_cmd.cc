@@ -581,8 +581,11 @@ Status Build(const Flags& flags, BuildStats* stats,
   }
   // Vector files need no model unless one is named (then its dim must match,
   // so the collection can be searched by text).
-  std::string model = DefaultModelDir(flags);
-  if (vector_file && !flags.Has("model")) model = "none";
+  std::string model = "none";
+  if (!vector_file || flags.Has("model")) {
+    ZV_ASSIGN_OR_RETURN(model, ResolveModelDir(flags));
+    if (model.empty()) model = "none";
+  }
   const bool chunk_long = flags.Has("chunk-long-texts");
   if (chunk_long && (vector_file || model == "none")) {
     return InvalidArgumentError(
@@ -644,7 +647,12 @@ Status Build(const Flags& flags, BuildStats* stats,
   index::DatabaseOptions db_options;
   if (flags.Has("group")) db_options.group = flags.Get("group");
   auto db = index::Database::Open(data, db_options);
-  if (!db.ok()) return fail(db.status().WithContext("data " + data));
+  if (!db.ok()) {
+    return fail(DataDirOpenError(
+        data, db.status(),
+        "add to it through that server (the Upsert RPC), stop it first, or "
+        "build into another --data folder"));
+  }
   std::shared_ptr<index::Collection> collection;
   if (auto existing = (*db)->GetCollection(*collection_name); existing.ok()) {
     collection = *existing;
@@ -728,7 +736,9 @@ Status Build(const Flags& flags, BuildStats* stats,
 StatusOr<std::string> IndexDescriptor(const std::string& flag) {
   if (flag == "flat") return std::string("Flat");
   if (flag == "hnsw") return std::string("HNSW32");
-  if (flag == "ivfpq") return std::string("IVF1024,PQ48");
+  // PQ32: m must divide the dimension; 32 divides the bundled model's 256 and
+  // the common 384, 768 and 1024.
+  if (flag == "ivfpq") return std::string("IVF1024,PQ32");
   if (!flag.empty() && std::isupper(static_cast<unsigned char>(flag[0])))
     return flag;
   return InvalidArgumentError(

@@ -268,11 +268,38 @@ check "compact unknown collection" 1 $?
 contains "compact NOT_FOUND" err "NOT_FOUND"
 "$ZEROVEC" compact --data data --collection docs >out 2>err
 check "compact offline while a server holds the data" 1 $?
-contains "offline compact names the holder" err "held by another process"
+contains "offline compact names the holder" err "held by process $SERVER_PID (zerovec serve)"
+contains "offline compact says what to do" err "compact through it with --server ADDR"
+# build into a data dir the server holds: who holds it and what to do instead,
+# not RocksDB's "While lock file ... Resource temporarily unavailable".
+"$ZEROVEC" build --data data --collection docs --input corpus.jsonl --model model >out 2>err
+check "build into a served data dir" 1 $?
+contains "build names the serving pid" err "data data is held by process $SERVER_PID (zerovec serve)"
+contains "build says what to do instead" err "add to it through that server (the Upsert RPC), stop it first"
+if grep -qF "Resource temporarily unavailable" err; then
+  echo "FAIL: raw RocksDB lock error shown"; failures=$((failures + 1))
+fi
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 check "serve exits 0 on SIGTERM" 0 $?
 SERVER_PID=""
+
+# Held by something that is not a server (here a stand-in whose argv[1] is
+# "build", locking meta/LOCK as RocksDB does): wait for it, not "upsert".
+cat > build <<'PY'
+import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+time.sleep(30)
+PY
+/usr/bin/python3 build data/meta/LOCK locked &
+HOLDER=$!
+for _ in $(seq 100); do [[ -e locked ]] && break; sleep 0.1; done
+"$ZEROVEC" compact --data data --collection docs >out 2>err
+check "compact while a build holds the data" 1 $?
+contains "names the build holder" err "held by process $HOLDER (python3 build), which has it open; wait for it to finish, or stop it first"
+kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
 
 # compact offline, the server gone.
 "$ZEROVEC" compact --data data --collection docs >out 2>err
@@ -299,6 +326,47 @@ fi
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=""
+
+# --version / version.
+for v in --version version; do
+  "$ZEROVEC" $v >out 2>err
+  check "zerovec $v" 0 $?
+  if grep -qE '^zerovec [0-9]+\.[0-9]+\.[0-9]+' out; then echo "ok: $v prints it"; else
+    echo "FAIL: $v printed:"; cat out; failures=$((failures + 1)); fi
+done
+
+# The default model is found from anywhere, never silently dropped: from a
+# directory with no models/ the Bazel binary finds it in its runfiles; a copy
+# of the binary laid out as a bundle finds <bundle>/share/zerovec/models; a
+# lone copy fails naming where it looked, unless ZEROVEC_MODEL names one.
+mkdir -p elsewhere bundle/bin bundle/share/zerovec/models lone
+ln -s "$MODEL" bundle/share/zerovec/models/zerovec-mini
+cp "$ZEROVEC" bundle/bin/zerovec
+cp "$ZEROVEC" lone/zerovec
+(cd elsewhere && "$ZEROVEC" attach --data ../data --collection docs --text "the river in the city" -k 1 --json >out 2>err)
+check "attach from another dir, default model" 0 $?
+contains "runfiles model found" elsewhere/out '"id":"river"'
+(cd elsewhere && env -u RUNFILES_DIR -u TEST_SRCDIR ../bundle/bin/zerovec attach --data ../data \
+  --collection docs --text "the river in the city" -k 1 --json >out 2>err)
+check "bundle attach, default model" 0 $?
+contains "bundle model found" elsewhere/out '"id":"river"'
+contains "bundle says which model" elsewhere/err "share/zerovec/models/zerovec-mini"
+(cd elsewhere && env -u RUNFILES_DIR -u TEST_SRCDIR -u ZEROVEC_MODEL ../lone/zerovec serve \
+  --data ../sdata --listen 127.0.0.1:0 >out 2>err)
+check "serve with no model to be found fails" 1 $?
+contains "serve names where it looked" elsewhere/err "no model found (looked in ZEROVEC_MODEL (unset), $WORK/share/zerovec/models/zerovec-mini, $WORK/lone/zerovec.runfiles/zerovec/models/zerovec-mini, $WORK/elsewhere/models/zerovec-mini)"
+contains "serve offers --model none" elsewhere/err "or --model none for vectors only"
+(cd elsewhere && env -u RUNFILES_DIR -u TEST_SRCDIR -u ZEROVEC_MODEL ../lone/zerovec attach --data ../data \
+  --collection docs --text "river" >out 2>err)
+check "attach with no model to be found fails" 1 $?
+contains "attach names where it looked" elsewhere/err "no model found"
+(cd elsewhere && env -u RUNFILES_DIR -u TEST_SRCDIR ZEROVEC_MODEL="$MODEL" ../lone/zerovec attach \
+  --data ../data --collection docs --text "the river in the city" -k 1 --json >out 2>err)
+check "ZEROVEC_MODEL names the model" 0 $?
+contains "ZEROVEC_MODEL model used" elsewhere/out '"id":"river"'
+(cd elsewhere && ZEROVEC_MODEL=/nonexistent "$ZEROVEC" attach --data ../data --collection docs --text "x" 2>err)
+check "ZEROVEC_MODEL pointing nowhere fails" 1 $?
+contains "ZEROVEC_MODEL error names it" elsewhere/err "ZEROVEC_MODEL=/nonexistent: no model there"
 
 echo "cli_test: $failures failure(s)"
 exit $((failures > 0))

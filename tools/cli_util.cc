@@ -1,5 +1,8 @@
 #include "tools/cli_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -20,20 +23,100 @@ Status CheckGroupFlag(const std::string& group) {
   return ResolveGroup(group).status().WithContext("--group");
 }
 
-std::string DefaultModelDir(const Flags& flags) {
-  if (flags.Has("model")) return flags.Get("model");
-  const std::filesystem::path local = "models/zerovec-mini";
+namespace {
+
+// Where the bundled model may be, best first: beside the program in a
+// relocatable bundle (<bundle>/bin/zerovec), in a Bazel binary's or test's
+// runfiles, in the source tree above a bazel-out binary, then ./models.
+std::vector<std::filesystem::path> ModelCandidates() {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("models") / kBundledModelName;
+  std::vector<fs::path> out;
   std::error_code ec;
-  if (std::filesystem::exists(local / "config.json", ec)) return local.string();
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const auto bundled =
-        exe.parent_path().parent_path() / "share/zerovec/models/zerovec-mini";
-    if (std::filesystem::exists(bundled / "config.json", ec)) {
-      return bundled.string();
+    out.push_back(exe.parent_path().parent_path() / "share/zerovec" / rel);
+    out.push_back(fs::path(exe.string() + ".runfiles") / "zerovec" / rel);
+  }
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = std::getenv(var); dir && *dir)
+      out.push_back(fs::path(dir) / "zerovec" / rel);
+  }
+  // bazel-bin/tools/zerovec lives under <output base>/execroot/zerovec, whose
+  // top-level entries link to the workspace's.
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); dir.has_relative_path();
+         dir = dir.parent_path()) {
+      if (dir.filename() == "bazel-out") {
+        out.push_back(dir.parent_path() / rel);
+        break;
+      }
     }
   }
-  return local.string();  // absent: the caller's error names this path
+  out.push_back(fs::absolute(rel, ec));
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveModelDir(const Flags& flags) {
+  if (flags.Has("model")) {
+    const std::string model = flags.Get("model");
+    if (model.empty())
+      return InvalidArgumentError("--model: empty (a folder, or none)");
+    return model == "none" ? std::string() : model;
+  }
+  if (const char* env = std::getenv(kModelEnv); env && *env) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(env) / "config.json",
+                                 ec)) {
+      return FailedPreconditionError(std::string(kModelEnv) + "=" + env +
+                                     ": no model there (no config.json)");
+    }
+    return std::string(env);
+  }
+  std::string looked;
+  for (const auto& dir : ModelCandidates()) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir / "config.json", ec)) return dir.string();
+    looked += (looked.empty() ? "" : ", ") + dir.string();
+  }
+  return FailedPreconditionError(std::string("no model found (looked in ") +
+                                 kModelEnv + " (unset), " + looked +
+                                 "); pass --model DIR, set " + kModelEnv +
+                                 ", or --model none for vectors only");
+}
+
+Status DataDirOpenError(const std::string& data, const Status& s,
+                        const std::string& instead) {
+  if (s.message().find("lock file") == std::string::npos)
+    return s.WithContext("data " + data);
+  // RocksDB holds an fcntl write lock on meta/LOCK; F_GETLK names its owner.
+  std::string holder = "another process (a running zerovec serve?)";
+  std::string what_to_do = instead;
+  const std::string lock_path = data + "/meta/LOCK";
+  if (int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    struct flock fl = {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0) {
+      holder = "process " + std::to_string(fl.l_pid);
+      std::ifstream comm("/proc/" + std::to_string(fl.l_pid) + "/cmdline");
+      std::string argv0, argv1;
+      std::getline(comm, argv0, '\0');
+      std::getline(comm, argv1, '\0');
+      if (!argv0.empty()) {
+        holder += " (" + std::filesystem::path(argv0).filename().string() +
+                  (argv1.empty() ? "" : " " + argv1) + ")";
+      }
+      // `instead` speaks of a server; a build or compact just ends.
+      if (argv1 == "build" || argv1 == "compact")
+        what_to_do = "wait for it to finish, or stop it first";
+    }
+    close(fd);
+  }
+  return FailedPreconditionError("data " + data + " is held by " + holder +
+                                 ", which has it open; " + what_to_do);
 }
 
 StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,

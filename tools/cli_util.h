@@ -53,11 +53,22 @@ inline bool IsUsageError(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument;
 }
 
-// The model folder for --model: the flag's value when given, else the bundled
-// default, looked up as ./models/zerovec-mini and then beside the program in a
-// relocatable bundle (<bundle>/share/zerovec/models/zerovec-mini, with the
-// binary in <bundle>/bin).
-std::string DefaultModelDir(const Flags& flags);
+inline constexpr char kBundledModelName[] = "zerovec-mini";
+inline constexpr char kModelEnv[] = "ZEROVEC_MODEL";
+
+// The model folder: --model's value ("none": "", no model, only ever when
+// asked for), else $ZEROVEC_MODEL, else the bundled model beside the program
+// (<bundle>/share/zerovec/models/zerovec-mini with the binary in <bundle>/bin,
+// or Bazel runfiles / the workspace), else ./models/zerovec-mini. Not found:
+// FAILED_PRECONDITION naming every place it looked, never a silent "none".
+StatusOr<std::string> ResolveModelDir(const Flags& flags);
+
+// Opening <data>/meta failed with `s`. RocksDB's "lock file" error (another
+// process holds the data dir) becomes a FAILED_PRECONDITION naming the holder's
+// pid where it can be told and `instead` (what to do about a server holding
+// it; a build or compact holding it is to be waited for); others get context.
+Status DataDirOpenError(const std::string& data, const Status& s,
+                        const std::string& instead);
 
 // --group NAME, checked before any work: INVALID_ARGUMENT (a usage error) for
 // an empty or unknown group, PERMISSION_DENIED if the caller is not in it.

@@ -12,7 +12,6 @@
 namespace zv::tools {
 
 inline constexpr char kDefaultData[] = "./zerovec-data";
-inline constexpr char kDefaultModel[] = "models/zerovec-mini";
 inline constexpr char kDefaultListen[] = "127.0.0.1:50051";
 
 int RunBuild(const std::vector<std::string>& args);
@@ -25,7 +24,7 @@ int RunCompact(const std::vector<std::string>& args);
 // when `usage` (a flag problem), else 1.
 int Fail(const std::string& command, const Status& s, bool usage);
 
-// "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ48"; FAISS-style
+// "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ32"; FAISS-style
 // descriptors pass through.
 StatusOr<std::string> IndexDescriptor(const std::string& flag);
 

@@ -58,15 +58,9 @@ Status CompactOffline(const std::string& data, const std::string& name) {
   }
   auto db = index::Database::Open(data);
   if (!db.ok()) {
-    // RocksDB's LOCK on <data>/meta: a server (or a build) has it open.
-    if (db.status().message().find("lock file") != std::string::npos) {
-      return FailedPreconditionError(
-          "data " + data +
-          " is held by another process (a running zerovec serve?); compact "
-          "through it with --server ADDR (" +
-          db.status().message() + ")");
-    }
-    return db.status().WithContext("data " + data);
+    return DataDirOpenError(
+        data, db.status(),
+        "compact through it with --server ADDR, or stop it first");
   }
   auto coll = (*db)->GetCollection(name);
   if (!coll.ok()) return FailedPreconditionError(coll.status().message());

@@ -21,16 +21,8 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   options->listen = flags.Get("listen", kDefaultListen);
   options->device = flags.Get("device", "auto");
   ZV_RETURN_IF_ERROR(embed::ParseDevice(options->device).status());
-  const std::string model = DefaultModelDir(flags);
-  if (model == "none" || model.empty()) {
-    options->model_dir.clear();
-  } else if (!flags.Has("model") && !std::filesystem::exists(model)) {
-    std::cerr << "zerovec serve: no model at " << model
-              << "; serving vector requests only (pass --model DIR)\n";
-    options->model_dir.clear();
-  } else {
-    options->model_dir = model;
-  }
+  ZV_ASSIGN_OR_RETURN(const std::string model, ResolveModelDir(flags));
+  options->model_dir = model;  // empty: --model none, vector requests only
   service::Limits& l = options->limits;
   ZV_ASSIGN_OR_RETURN(int64_t v,
                       flags.GetInt("max-batch", l.max_batch, 1, 1 << 20));

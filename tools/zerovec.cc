@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/version.h"
 
 namespace {
 
@@ -71,9 +72,12 @@ constexpr Command kCommands[] = {
 
 constexpr char kFooter[] = R"(
 --device auto (default): CUDA when this build has it and a GPU is present, else
-the CPU; cuda / cuda:N fail clearly where there is none. The model defaults to
-models/zerovec-mini here or beside the program in a bundle.
+the CPU; cuda / cuda:N fail clearly where there is none. The model: --model DIR,
+else $ZEROVEC_MODEL, else the bundled zerovec-mini beside the program (a bundle's
+share/zerovec/models, Bazel runfiles) or ./models; none found is an error, and
+--model none (vectors only) must be asked for.
 zerovec <command> --help (or -h) prints that command's usage.
+zerovec --version (or zerovec version) prints the version.
 
 exit codes: 0 ok, 2 usage error, 1 other error
 )";
@@ -109,6 +113,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--version" || command == "version") {
+    std::cout << "zerovec " << zv::tools::kVersion << "\n";
+    return 0;
+  }
   if (command == "help" || command == "--help" || command == "-h") {
     for (const Command& c : kCommands) {
       if (!args.empty() && args[0] == c.name) {

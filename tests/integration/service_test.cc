@@ -264,6 +264,38 @@ TEST_F(ServiceTest, StreamStopsAtBadMessage) {
   EXPECT_EQ(Describe("stream").live_rows(), 4u);
 }
 
+// A streamed message protobuf refuses (invalid UTF-8) ends the stream with
+// its reason, not with OK as if the client had finished.
+TEST_F(ServiceTest, StreamStopsAtUnparsableMessage) {
+  ASSERT_TRUE(Create("stream").ok());
+  grpc::ClientContext ctx;
+  pb::UpsertResponse resp;
+  auto writer = rs_.stub->UpsertStream(&ctx, &resp);
+  writer->Write(VectorBatch("stream", 0, 4));
+  pb::UpsertRequest bad = VectorBatch("stream", 4, 2);
+  bad.mutable_items(1)->set_text("x\xff");
+  writer->Write(bad);
+  writer->Write(VectorBatch("stream", 6, 2));
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "message 1 (the 4 items of earlier messages are stored): "
+            "items[1].text: not valid UTF-8 (byte 1)");
+  EXPECT_EQ(Describe("stream").live_rows(), 4u);
+}
+
+TEST_F(ServiceTest, UnparsableRequestIsInternalWithAReason) {
+  grpc::ClientContext ctx;
+  std::string resp;
+  // Field 2 (items) claims 100 bytes that are not there.
+  grpc::Status s = RawUnaryCall(rs_.channel.get(), "/zerovec.v1.ZeroVec/Upsert",
+                                std::string("\x12\x64\x0a", 3), &resp, &ctx);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_message(),
+            "cannot parse the request as zerovec.v1.UpsertRequest");
+}
+
 TEST_F(ServiceTest, UpsertValidationNamesFieldAndChangesNothing) {
   ASSERT_TRUE(Create("v").ok());
   struct Case {
@@ -303,6 +335,31 @@ TEST_F(ServiceTest, UpsertValidationNamesFieldAndChangesNothing) {
       // Text without a server model.
       {[](auto* r) { r->mutable_items(0)->clear_vector(); },
        grpc::StatusCode::FAILED_PRECONDITION, "items[0].text"},
+      // Invalid UTF-8 fails protobuf's parse, before validation: still
+      // INVALID_ARGUMENT naming the field, not INTERNAL with no message.
+      {[](auto* r) { r->mutable_items(2)->set_text("ok \xff"); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "items[2].text: not valid UTF-8 (byte 3)"},
+      {[](auto* r) { r->mutable_items(1)->set_id("\xc3("); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "items[1].id: not valid UTF-8 (byte 0)"},
+      {[](auto* r) { r->mutable_items(4)->set_namespace_("ns\xed\xa0\x80"); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "items[4].namespace: not valid UTF-8 (byte 2)"},
+      {[](auto* r) {
+         (*r->mutable_items(0)->mutable_metadata())["k"] = "\x80";
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "items[0].metadata[k]: not valid UTF-8 (byte 0)"},
+      {[](auto* r) { r->set_collection("v\xfe"); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "collection: not valid UTF-8 (byte 1)"},
+      {[](auto* r) { r->mutable_items(3)->set_text(" \t\n "); },
+       grpc::StatusCode::INVALID_ARGUMENT, "items[3].text: only whitespace"},
+      // Finite, but its scores would overflow to inf.
+      {[](auto* r) { r->mutable_items(1)->set_vector(0, 3e38f); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "items[1].vector: squared norm 9e+76 is over the limit"},
   };
   for (const auto& c : cases) {
     pb::UpsertRequest req = VectorBatch("v", 0, 5);
@@ -370,6 +427,101 @@ TEST_F(ServiceTest, SearchValidation) {
     EXPECT_EQ(rs_.stub->Embed(&ctx, req, &resp).error_code(),
               grpc::StatusCode::FAILED_PRECONDITION);
   }
+}
+
+TEST_F(ServiceTest, StringsAreUtf8AndVectorsBoundedInEveryRpc) {
+  ASSERT_TRUE(Create("u").ok());
+  ASSERT_TRUE(Upsert(VectorBatch("u", 0, 3)).ok());
+  auto expect = [](const grpc::Status& s, const std::string& message) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << message << " / " << s.error_message();
+    EXPECT_EQ(s.error_message().rfind(message, 0), 0u) << s.error_message();
+  };
+  {
+    grpc::ClientContext ctx;
+    pb::SearchRequest req;
+    req.set_collection("u");
+    req.mutable_query()->set_text("caf\xc3");
+    pb::SearchResponse resp;
+    expect(rs_.stub->Search(&ctx, req, &resp),
+           "query.text: not valid UTF-8 (byte 3)");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::SearchRequest req;
+    req.set_collection("u");
+    req.mutable_query()->set_text("   ");
+    pb::SearchResponse resp;
+    expect(rs_.stub->Search(&ctx, req, &resp), "query.text: only whitespace");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::SearchBatchRequest req;
+    req.set_collection("u");
+    req.add_queries()->set_text("fine");
+    req.add_queries()->set_text("\xff");
+    pb::SearchBatchResponse resp;
+    expect(rs_.stub->SearchBatch(&ctx, req, &resp),
+           "queries[1].text: not valid UTF-8 (byte 0)");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::SearchRequest req;
+    req.set_collection("u");
+    req.mutable_filter()->set_namespace_("\xff");
+    req.mutable_query()->mutable_vector()->add_values(1);
+    pb::SearchResponse resp;
+    expect(rs_.stub->Search(&ctx, req, &resp),
+           "filter.namespace: not valid UTF-8 (byte 0)");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::EmbedRequest req;
+    req.add_texts("a");
+    req.add_texts("\n");
+    pb::EmbedResponse resp;
+    expect(rs_.stub->Embed(&ctx, req, &resp), "texts[1]: only whitespace");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::EmbedRequest req;
+    req.add_texts("a\xc0\xaf");
+    pb::EmbedResponse resp;
+    expect(rs_.stub->Embed(&ctx, req, &resp),
+           "texts[0]: not valid UTF-8 (byte 1)");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::GetRequest req;
+    req.set_collection("u");
+    req.add_ids("id-0");
+    req.add_ids("id-\xff");
+    pb::GetResponse resp;
+    expect(rs_.stub->Get(&ctx, req, &resp), "ids[1]: not valid UTF-8 (byte 3)");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::CreateCollectionRequest req;
+    req.set_name("\xe2\x82");
+    req.set_dim(4);
+    pb::CreateCollectionResponse resp;
+    expect(rs_.stub->CreateCollection(&ctx, req, &resp),
+           "name: not valid UTF-8 (byte 0)");
+  }
+  // A query of 3e38 used to score inf.
+  std::vector<float> huge(kDim, 0);
+  huge[0] = 3e38f;
+  grpc::Status s;
+  SearchVector("u", huge, 1, &s);
+  expect(s, "query.vector: squared norm 9e+76 is over the limit 8.51e+37");
+  EXPECT_NE(s.error_message().find("overflow to inf"), std::string::npos);
+  // Big but bounded values still answer, with finite scores.
+  std::vector<float> big(kDim, 1e18f);
+  pb::SearchResponse r = SearchVector("u", big, 3, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(r.hits_size(), 3);
+  for (const auto& hit : r.hits()) EXPECT_TRUE(std::isfinite(hit.score()));
+  EXPECT_EQ(Describe("u").rows(), 3u);
 }
 
 TEST_F(ServiceTest, TimestampAndMetadataFilters) {
@@ -446,6 +598,49 @@ TEST_F(ServiceTest, HealthAndReflectionAnswer) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_NE(listing.find("zerovec.v1.ZeroVec"), std::string::npos);
   EXPECT_NE(listing.find("grpc.health.v1.Health"), std::string::npos);
+}
+
+TEST_F(ServiceTest, HealthKnowsTheServiceByName) {
+  // HealthCheckRequest{service: "zerovec.v1.ZeroVec"}.
+  const std::string name = "zerovec.v1.ZeroVec";
+  grpc::ClientContext ctx;
+  std::string resp;
+  grpc::Status s = RawUnaryCall(
+      rs_.channel.get(), "/grpc.health.v1.Health/Check",
+      std::string("\x0a") + static_cast<char>(name.size()) + name, &resp, &ctx);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp, std::string("\x08\x01", 2));  // status: SERVING
+
+  grpc::ClientContext uctx;
+  const std::string other = "no.such.Service";
+  s = RawUnaryCall(
+      rs_.channel.get(), "/grpc.health.v1.Health/Check",
+      std::string("\x0a") + static_cast<char>(other.size()) + other, &resp,
+      &uctx);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, ReflectionDescribesHealth) {
+  // ServerReflectionRequest{file_containing_symbol: ...} is field 4.
+  for (const std::string symbol :
+       {"grpc.health.v1.Health", "zerovec.v1.ZeroVec"}) {
+    grpc::ClientContext ctx;
+    std::string resp;
+    grpc::Status s = RawBidiCall(
+        rs_.channel.get(),
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        std::string("\x22") + static_cast<char>(symbol.size()) + symbol, &resp,
+        &ctx);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.find("not found"), std::string::npos)
+        << symbol << ": " << resp;
+    if (symbol == "grpc.health.v1.Health") {
+      EXPECT_NE(resp.find("grpc/health/v1/health.proto"), std::string::npos);
+      EXPECT_NE(resp.find("HealthCheckResponse"), std::string::npos);
+    } else {
+      EXPECT_NE(resp.find("zerovec/v1/zerovec.proto"), std::string::npos);
+    }
+  }
 }
 
 TEST(ServiceLimitsTest, ConcurrentRequestLimitIsResourceExhausted) {
