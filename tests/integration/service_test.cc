@@ -657,28 +657,42 @@ TEST(ServiceLimitsTest, ConcurrentRequestLimitIsResourceExhausted) {
     pb::CreateCollectionResponse resp;
     ASSERT_TRUE(rs.stub->CreateCollection(&ctx, req, &resp).ok());
   }
-  // An open UpsertStream holds the one slot until it finishes.
-  grpc::ClientContext stream_ctx;
-  pb::UpsertResponse stream_resp;
-  auto writer = rs.stub->UpsertStream(&stream_ctx, &stream_resp);
-  pb::UpsertRequest first;
-  first.set_collection("c");
-  *first.add_items() = VectorItem("a", VectorFor("a", kDim));
-  ASSERT_TRUE(writer->Write(first));
-  // Wait for the server to have the stream in flight.
+  // An open UpsertStream holds the one slot until it finishes. A probe that
+  // is in flight when the stream arrives takes the slot instead and the
+  // stream is refused (seen under ASan on a loaded machine): then open a new
+  // stream and probe again.
   grpc::Status busy;
-  for (int i = 0; i < 200; ++i) {
-    grpc::ClientContext ctx;
-    pb::ListCollectionsResponse resp;
-    busy = rs.stub->ListCollections(&ctx, {}, &resp);
-    if (!busy.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int attempt = 0; attempt < 5 && busy.ok(); ++attempt) {
+    grpc::ClientContext stream_ctx;
+    pb::UpsertResponse stream_resp;
+    auto writer = rs.stub->UpsertStream(&stream_ctx, &stream_resp);
+    pb::UpsertRequest first;
+    first.set_collection("c");
+    *first.add_items() = VectorItem("a", VectorFor("a", kDim));
+    ASSERT_TRUE(writer->Write(first));
+    // Give the server time to have the stream in flight, then probe.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
+    for (int i = 0; i < 200; ++i) {
+      grpc::ClientContext ctx;
+      pb::ListCollectionsResponse resp;
+      busy = rs.stub->ListCollections(&ctx, {}, &resp);
+      if (!busy.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    writer->WritesDone();
+    const grpc::Status stream_status = writer->Finish();
+    if (!busy.ok()) {
+      // The stream held the slot: it completes normally.
+      EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
+    } else {
+      EXPECT_EQ(stream_status.error_code(),
+                grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << "neither the stream nor a probe was refused";
+    }
   }
   EXPECT_EQ(busy.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(busy.error_message().find("max_concurrent_requests"),
             std::string::npos);
-  writer->WritesDone();
-  ASSERT_TRUE(writer->Finish().ok());
   grpc::ClientContext ctx;
   pb::ListCollectionsResponse resp;
   EXPECT_TRUE(rs.stub->ListCollections(&ctx, {}, &resp).ok());
