@@ -11,6 +11,32 @@ namespace zv::gpusearch {
 
 using namespace detail;  // NOLINT: this module's own internals
 
+namespace {
+
+// Row numbers are uint32 on the device; 0xFFFFFFFF pads top-k lists.
+constexpr uint64_t kRowLimit = 0xFFFFFFFFull;
+
+// Squared norms of rows [begin, end), a warp per row.
+__global__ void NormsKernel(const float4* base, int stride4, uint64_t begin,
+                            uint64_t end, float* norms) {
+  const uint64_t row =
+      begin +
+      (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= end) return;
+  const float4* x = base + row * stride4;
+  float s = 0.f;
+  for (int v = lane; v < stride4; v += 32) {
+    const float4 a = x[v];
+    s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+  }
+  for (int off = 16; off > 0; off >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (lane == 0) norms[row] = s;
+}
+
+}  // namespace
+
 bool BuiltWithCuda() { return true; }
 
 int DeviceCount() {
@@ -48,11 +74,11 @@ uint64_t SearchScratchBytes(uint32_t row_stride, size_t max_batch) {
 
 Status GpuMirror::Impl::Grow(uint64_t want) {
   if (want <= capacity) return OkStatus();
-  if (want >= k::kNoRow) {
+  if (want >= kRowLimit) {
     return InvalidArgumentError("GPU mirror: more than 2^32-1 rows");
   }
   uint64_t cap = std::max<uint64_t>({want, capacity + capacity / 2, 1024});
-  cap = std::min<uint64_t>(cap, k::kNoRow - 1);
+  cap = std::min<uint64_t>(cap, kRowLimit - 1);
   float* new_rows = nullptr;
   float* new_norms = nullptr;
   uint64_t* new_tomb = nullptr;
@@ -103,7 +129,7 @@ Status GpuMirror::Impl::Publish(uint64_t n) {
   const uint64_t begin = count.load();
   if (n > 0) {
     const uint64_t threads = n * 32;
-    k::NormsKernel<<<(threads + 255) / 256, 256, 0, wstream>>>(
+    NormsKernel<<<(threads + 255) / 256, 256, 0, wstream>>>(
         reinterpret_cast<const float4*>(rows), o.row_stride / 4, begin,
         begin + n, norms);
     ZV_CUDA_CHECK(cudaGetLastError());

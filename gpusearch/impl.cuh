@@ -14,12 +14,10 @@
 #include <vector>
 
 #include "gpusearch/gpu_search.h"
-#include "gpusearch/kernels.cuh"
 
 namespace zv::gpusearch {
 namespace detail {
 
-namespace k = ::zv::gpusearch::kernels;
 
 #define ZV_CUDA_CHECK(expr)                                       \
   do {                                                            \

@@ -349,25 +349,6 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-// Squared norms of rows [begin, end), a warp per row.
-__global__ void NormsKernel(const float4* base, int stride4, uint64_t begin,
-                            uint64_t end, float* norms) {
-  const uint64_t row =
-      begin +
-      (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= end) return;
-  const float4* x = base + row * stride4;
-  float s = 0.f;
-  for (int v = lane; v < stride4; v += 32) {
-    const float4 a = x[v];
-    s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-  }
-  for (int off = 16; off > 0; off >>= 1)
-    s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (lane == 0) norms[row] = s;
-}
-
 __global__ void FillKernel(float* keys, uint32_t* rows, size_t n) {
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {

@@ -5,10 +5,12 @@
 #include <limits>
 
 #include "gpusearch/impl.cuh"
+#include "gpusearch/kernels.cuh"
 
 namespace zv::gpusearch {
 
 using namespace detail;  // NOLINT: this module's own internals
+namespace k = kernels;
 
 namespace {
 
