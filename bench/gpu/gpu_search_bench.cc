@@ -187,6 +187,132 @@ void Compare(const std::vector<std::vector<Hit>>& cpu, const float* dist,
   }
 }
 
+// Everything measured, for the summary lines.
+struct Measured {
+  double bw = 0, floor_ms = 0, mirror_gb = 0;
+  double append_dev_ms = 0, upload_ms = 0;
+  double p50 = 0, p99 = 0;
+  double batch_ms = 1e30, gemm_ms = 1e30;
+  double cpu_ms = 0;
+  Agreement single, batch;
+  int checked = 0;
+};
+
+// Appends device rows `gen` to `mirror`, copies them to `host` and rebuilds a
+// second mirror from there (a restart's upload), timing both appends.
+void LoadMirror(const Flags& f, uint32_t stride, const float* gen,
+                zv::gpusearch::GpuMirror& mirror, float* host, Measured* m) {
+  auto t0 = Clock::now();
+  CHECK_OK(mirror.AppendDevice(gen, f.rows, nullptr));
+  m->append_dev_ms = Ms(t0, Clock::now());
+  CHECK_CUDA(
+      cudaMemcpy(host, gen, f.rows * stride * 4ull, cudaMemcpyDeviceToHost));
+  auto second = zv::gpusearch::GpuMirror::Create(mirror.options());
+  CHECK_OK(second.status());
+  t0 = Clock::now();
+  CHECK_OK((*second)->AppendHost(host, f.rows));
+  m->upload_ms = Ms(t0, Clock::now());
+}
+
+// p50 / p99 of one query at a time; results of query i at dist/rows[i * k].
+void TimeSingle(const zv::gpusearch::GpuMirror& mirror, const float* q, int nq,
+                uint32_t stride, int k, float* dist, int64_t* rows,
+                Measured* m) {
+  for (int i = 0; i < 5; ++i) {
+    CHECK_OK(mirror.Search(q, 1, k, nullptr, dist, rows));
+  }
+  std::vector<double> lat;
+  for (int i = 0; i < nq; ++i) {
+    const auto t0 = Clock::now();
+    CHECK_OK(mirror.Search(q + size_t(i) * stride, 1, k, nullptr,
+                           dist + size_t(i) * k, rows + size_t(i) * k));
+    lat.push_back(Ms(t0, Clock::now()));
+  }
+  std::sort(lat.begin(), lat.end());
+  m->p50 = lat[lat.size() / 2];
+  m->p99 = lat[lat.size() * 99 / 100];
+}
+
+// Best of 3 batch searches (after one warm-up).
+void TimeBatch(const zv::gpusearch::GpuMirror& mirror, const float* q, int nq,
+               int k, float* dist, int64_t* rows, Measured* m) {
+  CHECK_OK(mirror.Search(q, nq, k, nullptr, dist, rows));
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    CHECK_OK(mirror.Search(q, nq, k, nullptr, dist, rows));
+    m->batch_ms = std::min(m->batch_ms, Ms(t0, Clock::now()));
+  }
+}
+
+// SGEMM alone over the row tiles and shapes the search uses (best of 3).
+void TimeGemm(const float* rows, uint64_t n, uint32_t stride,
+              const float* q_dev, int nq, Measured* m) {
+  const uint64_t cols = std::min<uint64_t>(
+      std::clamp<uint64_t>((64ull << 20) / nq, 4096, 1 << 20) & ~uint64_t{255},
+      (n + 3) / 4 * 4);
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) std::exit(1);
+  float* scores = nullptr;
+  CHECK_CUDA(cudaMalloc(&scores, cols * nq * 4));
+  const float one = 1.f, zero = 0.f;
+  for (int rep = 0; rep < 3; ++rep) {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const auto t0 = Clock::now();
+    for (uint64_t r0 = 0; r0 < n; r0 += cols) {
+      const uint64_t mm = std::min<uint64_t>(cols, n - r0);
+      if (cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(mm), nq, int(stride),
+                      &one, rows + r0 * stride, int(stride), q_dev, int(stride),
+                      &zero, scores, int(cols)) != CUBLAS_STATUS_SUCCESS) {
+        std::exit(1);
+      }
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    m->gemm_ms = std::min(m->gemm_ms, Ms(t0, Clock::now()));
+  }
+  cudaFree(scores);
+  cublasDestroy(blas);
+}
+
+void Print(const Flags& f, uint32_t stride, const std::string& mirror_desc,
+           const Measured& m) {
+  const double tflop = 2.0 * f.rows * f.batch * stride / 1e12;
+  const int c = m.checked;
+  std::printf(
+      "%s\nappend device->device %.1f ms; rebuild from host rows %.1f ms"
+      " (%.1f GB/s)\n",
+      mirror_desc.c_str(), m.append_dev_ms, m.upload_ms,
+      m.mirror_gb / (m.upload_ms * 1e-3));
+  std::printf(
+      "single query k=%d: p50 %.3f ms, p99 %.3f ms = %.2fx the HBM floor"
+      " (%.0f GB/s)\n",
+      f.k, m.p50, m.p99, m.p50 / m.floor_ms, m.mirror_gb / (m.p50 * 1e-3));
+  std::printf(
+      "batch %d k=%d: %.1f ms = %.0f QPS; SGEMM alone %.1f ms (%.1f TFLOP/s);"
+      " search at %.0f%% of the GEMM rate\n",
+      f.batch, f.k, m.batch_ms, f.batch / (m.batch_ms * 1e-3), m.gemm_ms,
+      tflop / (m.gemm_ms * 1e-3), 100 * m.gemm_ms / m.batch_ms);
+  std::printf(
+      "CPU exact scan (%u threads): %.1f ms a query; recall vs CPU: single"
+      " %.3f (%d/%d lists identical), batch %.3f (%d/%d); max |score diff|"
+      " %.2g / %.2g\n",
+      std::thread::hardware_concurrency(), m.cpu_ms, m.single.recall / c,
+      m.single.exact_lists, c, m.batch.recall / c, m.batch.exact_lists, c,
+      m.single.max_diff, m.batch.max_diff);
+  std::printf(
+      "RESULT {\"rows\": %llu, \"dim\": %u, \"metric\": \"%s\", \"k\": %d,"
+      " \"copy_gbps\": %.0f, \"floor_ms\": %.3f, \"single_p50_ms\": %.3f,"
+      " \"single_p99_ms\": %.3f, \"floor_ratio\": %.2f, \"batch\": %d,"
+      " \"batch_ms\": %.1f, \"batch_qps\": %.0f, \"gemm_ms\": %.1f,"
+      " \"gemm_fraction\": %.2f, \"recall_single\": %.3f,"
+      " \"recall_batch\": %.3f, \"cpu_flat_ms\": %.1f, \"upload_ms\": %.0f,"
+      " \"append_device_ms\": %.1f}\n",
+      (unsigned long long)f.rows, f.dim, f.l2 ? "l2" : "ip", f.k, m.bw / 1e9,
+      m.floor_ms, m.p50, m.p99, m.p50 / m.floor_ms, f.batch, m.batch_ms,
+      f.batch / (m.batch_ms * 1e-3), m.gemm_ms, m.gemm_ms / m.batch_ms,
+      m.single.recall / c, m.batch.recall / c, m.cpu_ms, m.upload_ms,
+      m.append_dev_ms);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,159 +323,61 @@ int main(int argc, char** argv) {
   }
   const uint32_t stride = (f.dim + 15) / 16 * 16;
   const size_t row_bytes = size_t(stride) * 4;
-  const double mirror_gb = double(f.rows) * row_bytes / 1e9;
+  const int k = f.k;
+  Measured m;
+  m.mirror_gb = double(f.rows) * row_bytes / 1e9;
   CHECK_CUDA(cudaSetDevice(0));
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const double bw = CopyBandwidth();
-  const double floor_ms = f.rows * row_bytes / bw * 1e3;
+  m.bw = CopyBandwidth();
+  m.floor_ms = f.rows * row_bytes / m.bw * 1e3;
   std::printf(
       "device %s, copy bandwidth %.0f GB/s (read+write), mirror %.2f GB"
       " -> HBM floor %.3f ms\n",
-      prop.name, bw / 1e9, mirror_gb, floor_ms);
+      prop.name, m.bw / 1e9, m.mirror_gb, m.floor_ms);
 
-  // Rows on the device, appended device to device.
+  // Rows and queries (other random unit vectors) generated on the device.
   float* gen = nullptr;
   CHECK_CUDA(cudaMalloc(&gen, f.rows * row_bytes));
   CHECK_CUDA(
       cudaError_t(zv::bench::GenerateUnitRows(gen, f.rows, f.dim, stride, 1)));
+  const int nq_all = f.queries + f.batch;
+  float* qdev = nullptr;
+  CHECK_CUDA(cudaMalloc(&qdev, size_t(nq_all) * row_bytes));
+  CHECK_CUDA(
+      cudaError_t(zv::bench::GenerateUnitRows(qdev, nq_all, f.dim, stride, 2)));
   CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> q(size_t(nq_all) * stride);
+  CHECK_CUDA(cudaMemcpy(q.data(), qdev, q.size() * 4, cudaMemcpyDeviceToHost));
+  const float* bq = q.data() + size_t(f.queries) * stride;
+
   const auto metric =
       f.l2 ? zv::shm::Metric::kL2 : zv::shm::Metric::kInnerProduct;
   auto mirror_or =
       zv::gpusearch::GpuMirror::Create({f.dim, stride, metric, f.rows, 0});
   CHECK_OK(mirror_or.status());
   auto& mirror = **mirror_or;
-  auto t0 = Clock::now();
-  CHECK_OK(mirror.AppendDevice(gen, f.rows, nullptr));
-  const double append_dev_ms = Ms(t0, Clock::now());
-
-  // To the host, and a second mirror rebuilt from there (a restart).
   std::unique_ptr<float[]> host(new float[f.rows * stride]);
-  CHECK_CUDA(
-      cudaMemcpy(host.get(), gen, f.rows * row_bytes, cudaMemcpyDeviceToHost));
-  double upload_ms;
-  {
-    auto second =
-        zv::gpusearch::GpuMirror::Create({f.dim, stride, metric, f.rows, 0});
-    CHECK_OK(second.status());
-    t0 = Clock::now();
-    CHECK_OK((*second)->AppendHost(host.get(), f.rows));
-    upload_ms = Ms(t0, Clock::now());
-  }
-  std::printf(
-      "%s\nappend device->device %.1f ms; rebuild from host rows %.1f ms"
-      " (%.1f GB/s)\n",
-      mirror.description().c_str(), append_dev_ms, upload_ms,
-      mirror_gb / (upload_ms * 1e-3));
+  LoadMirror(f, stride, gen, mirror, host.get(), &m);
 
-  // Queries: other random unit vectors.
-  const int nq_all = f.queries + f.batch;
-  float* qdev = nullptr;
-  CHECK_CUDA(cudaMalloc(&qdev, size_t(nq_all) * row_bytes));
-  CHECK_CUDA(
-      cudaError_t(zv::bench::GenerateUnitRows(qdev, nq_all, f.dim, stride, 2)));
-  std::vector<float> q(size_t(nq_all) * stride);
-  CHECK_CUDA(cudaMemcpy(q.data(), qdev, q.size() * 4, cudaMemcpyDeviceToHost));
-
-  // Single queries.
-  const int k = f.k;
-  std::vector<float> dist(size_t(std::max(f.queries, f.batch)) * k);
-  std::vector<int64_t> rows(dist.size());
-  std::vector<float> sdist(size_t(f.queries) * k);
-  std::vector<int64_t> srows(sdist.size());
-  for (int i = 0; i < 5; ++i) {
-    CHECK_OK(mirror.Search(q.data(), 1, k, nullptr, dist.data(), rows.data()));
-  }
-  std::vector<double> lat;
-  for (int i = 0; i < f.queries; ++i) {
-    t0 = Clock::now();
-    CHECK_OK(mirror.Search(q.data() + size_t(i) * stride, 1, k, nullptr,
-                           sdist.data() + size_t(i) * k,
-                           srows.data() + size_t(i) * k));
-    lat.push_back(Ms(t0, Clock::now()));
-  }
-  std::sort(lat.begin(), lat.end());
-  const double p50 = lat[lat.size() / 2], p99 = lat[lat.size() * 99 / 100];
-  std::printf(
-      "single query k=%d: p50 %.3f ms, p99 %.3f ms = %.2fx the HBM floor"
-      " (%.0f GB/s)\n",
-      k, p50, p99, p50 / floor_ms, mirror_gb / (p50 * 1e-3));
-
-  // Batch, and SGEMM alone over the same row tiles.
-  const float* bq = q.data() + size_t(f.queries) * stride;
-  CHECK_OK(mirror.Search(bq, f.batch, k, nullptr, dist.data(), rows.data()));
-  double batch_ms = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    t0 = Clock::now();
-    CHECK_OK(mirror.Search(bq, f.batch, k, nullptr, dist.data(), rows.data()));
-    batch_ms = std::min(batch_ms, Ms(t0, Clock::now()));
-  }
-  const uint64_t cols = std::min<uint64_t>(
-      std::clamp<uint64_t>((64ull << 20) / f.batch, 4096, 1 << 20) &
-          ~uint64_t{255},
-      (f.rows + 3) / 4 * 4);
-  cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return 1;
-  float* scores = nullptr;
-  CHECK_CUDA(cudaMalloc(&scores, cols * f.batch * 4));
-  const float one = 1.f, zero = 0.f;
-  double gemm_ms = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
-    CHECK_CUDA(cudaDeviceSynchronize());
-    t0 = Clock::now();
-    for (uint64_t r0 = 0; r0 < f.rows; r0 += cols) {
-      const uint64_t m = std::min<uint64_t>(cols, f.rows - r0);
-      if (cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(m), f.batch,
-                      int(stride), &one, gen + r0 * stride, int(stride),
-                      qdev + size_t(f.queries) * stride, int(stride), &zero,
-                      scores, int(cols)) != CUBLAS_STATUS_SUCCESS) {
-        return 1;
-      }
-    }
-    CHECK_CUDA(cudaDeviceSynchronize());
-    gemm_ms = std::min(gemm_ms, Ms(t0, Clock::now()));
-  }
-  const double tflop = 2.0 * f.rows * f.batch * stride / 1e12;
-  std::printf(
-      "batch %d k=%d: %.1f ms = %.0f QPS; SGEMM alone %.1f ms (%.1f TFLOP/s);"
-      " search at %.0f%% of the GEMM rate\n",
-      f.batch, k, batch_ms, f.batch / (batch_ms * 1e-3), gemm_ms,
-      tflop / (gemm_ms * 1e-3), 100 * gemm_ms / batch_ms);
+  std::vector<float> sdist(size_t(f.queries) * k), dist(size_t(f.batch) * k);
+  std::vector<int64_t> srows(sdist.size()), rows(dist.size());
+  TimeSingle(mirror, q.data(), f.queries, stride, k, sdist.data(), srows.data(),
+             &m);
+  TimeBatch(mirror, bq, f.batch, k, dist.data(), rows.data(), &m);
+  TimeGemm(gen, f.rows, stride, qdev + size_t(f.queries) * stride, f.batch, &m);
 
   // Against the exact CPU scan.
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   CpuExact(host.get(), f.rows, stride, q.data(), 1, k, f.l2);
-  const double cpu_ms = Ms(t0, Clock::now());
-  const int c = std::min({f.check, f.queries, f.batch});
-  auto cpu_single = CpuExact(host.get(), f.rows, stride, q.data(), c, k, f.l2);
-  auto cpu_batch = CpuExact(host.get(), f.rows, stride, bq, c, k, f.l2);
-  Agreement single, batch;
-  Compare(cpu_single, sdist.data(), srows.data(), k, &single);
-  Compare(cpu_batch, dist.data(), rows.data(), k, &batch);
-  std::printf(
-      "CPU exact scan (%u threads): %.1f ms a query; recall vs CPU: single"
-      " %.3f (%d/%d lists identical), batch %.3f (%d/%d); max |score diff|"
-      " %.2g / %.2g\n",
-      std::thread::hardware_concurrency(), cpu_ms, single.recall / c,
-      single.exact_lists, c, batch.recall / c, batch.exact_lists, c,
-      single.max_diff, batch.max_diff);
-  std::printf(
-      "RESULT {\"rows\": %llu, \"dim\": %u, \"metric\": \"%s\", \"k\": %d,"
-      " \"copy_gbps\": %.0f, \"floor_ms\": %.3f, \"single_p50_ms\": %.3f,"
-      " \"single_p99_ms\": %.3f, \"floor_ratio\": %.2f, \"batch\": %d,"
-      " \"batch_ms\": %.1f, \"batch_qps\": %.0f, \"gemm_ms\": %.1f,"
-      " \"gemm_fraction\": %.2f, \"recall_single\": %.3f, \"recall_batch\": "
-      "%.3f,"
-      " \"cpu_flat_ms\": %.1f, \"upload_ms\": %.0f, \"append_device_ms\": "
-      "%.1f}\n",
-      (unsigned long long)f.rows, f.dim, f.l2 ? "l2" : "ip", k, bw / 1e9,
-      floor_ms, p50, p99, p50 / floor_ms, f.batch, batch_ms,
-      f.batch / (batch_ms * 1e-3), gemm_ms, gemm_ms / batch_ms,
-      single.recall / c, batch.recall / c, cpu_ms, upload_ms, append_dev_ms);
-  cudaFree(scores);
+  m.cpu_ms = Ms(t0, Clock::now());
+  m.checked = std::min({f.check, f.queries, f.batch});
+  Compare(CpuExact(host.get(), f.rows, stride, q.data(), m.checked, k, f.l2),
+          sdist.data(), srows.data(), k, &m.single);
+  Compare(CpuExact(host.get(), f.rows, stride, bq, m.checked, k, f.l2),
+          dist.data(), rows.data(), k, &m.batch);
+  Print(f, stride, mirror.description(), m);
   cudaFree(qdev);
   cudaFree(gen);
-  cublasDestroy(blas);
   return 0;
 }
