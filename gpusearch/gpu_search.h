@@ -90,9 +90,10 @@ class GpuMask {
 // at once (each search takes a stream, cuBLAS handle and scratch from a small
 // pool). Writers (Append*, Tombstone*, Reset, Reserve) are serialised among
 // themselves; an append copies into rows no search reads and then publishes
-// the new row count, so searches wait for a writer only while the buffers are
-// regrown, reset or a tombstone word is written. A search sees every row and
-// tombstone whose writer call returned before the search began.
+// the new row count, and a tombstone is one 8-byte word store, so searches
+// wait for a writer only while the buffers are regrown (Append past capacity,
+// Reserve) or reset; a writer regrowing waits for running searches. A search
+// sees every row and tombstone whose writer call returned before it began.
 class GpuMirror {
  public:
   static StatusOr<std::unique_ptr<GpuMirror>> Create(const MirrorOptions& o);
