@@ -10,11 +10,12 @@
 //     A writer streams acknowledged upserts; the server is SIGKILLed at a
 //     random moment and restarted: seconds until its port answers again, and
 //     every acknowledged id of the round checked with Get (lost = missing).
-//   live_index_bench attach --zerovec Z --rows N [--queries 200] [...]
+//   live_index_bench attach --zerovec Z --rows N [--queries 200]
+//       [--ef 128,256,...] [...]
 //     In process: the writer-side Collection::Search against an
 //     AttachedCollection over the same data: recall@10 against exact search,
-//     p50 of each; then the reader's RSS in a child that only attaches and
-//     searches, against the size of the index files it maps.
+//     p50 of each, per efSearch; then the reader's RSS in a child that only
+//     attaches and searches, against the size of the index files it maps.
 //
 // The collection is made once per --work directory by `zerovec build` from a
 // .npy file (reused across modes and runs when the row count matches).
@@ -33,6 +34,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +61,7 @@ struct Config {
   int batch = 128;
   int queries = 200;
   int k = 10;
+  std::vector<int> efs = {128};  // attach: efSearch values measured
 };
 
 Config Parse(int argc, char** argv) {
@@ -82,6 +85,12 @@ Config Parse(int argc, char** argv) {
   i("--rounds", c.rounds);
   i("--batch", c.batch);
   i("--queries", c.queries);
+  if (kv.count("--ef")) {
+    c.efs.clear();
+    std::stringstream list(kv["--ef"]);
+    for (std::string e; std::getline(list, e, ',');)
+      c.efs.push_back(std::stoi(e));
+  }
   return c;
 }
 
@@ -498,8 +507,8 @@ int Attach(const Config& c) {
       }
     }
   }
-  double recall_server = 0, recall_reader = 0;
-  std::vector<double> lat_server, lat_reader;
+  // Exact answers once, then each efSearch on both paths.
+  std::vector<std::vector<std::string>> truths;
   for (int q = 0; q < c.queries; ++q) {
     const float* qv = &queries[size_t(q) * c.dim];
     std::vector<std::pair<float, uint64_t>> scores(rows);
@@ -509,41 +518,52 @@ int Attach(const Config& c) {
       scores[r] = {-s, r};
     }
     std::partial_sort(scores.begin(), scores.begin() + c.k, scores.end());
-    std::vector<std::string> truth;
+    truths.emplace_back();
     for (int i = 0; i < c.k; ++i)
-      truth.push_back(std::to_string(scores[i].second));
-    auto hits_in = [&](const std::vector<ix::Hit>& hits) {
-      int n = 0;
-      for (const auto& h : hits) {
-        n += std::find(truth.begin(), truth.end(), h.id) != truth.end();
-      }
-      return double(n) / c.k;
-    };
-    const std::span<const float> query(qv, c.dim);
-    auto t0 = Clock::now();
-    auto a = (*coll)->Search(query, o);
-    lat_server.push_back(Since(t0) * 1e3);
-    t0 = Clock::now();
-    auto b = (*reader)->Search(query, o);
-    lat_reader.push_back(Since(t0) * 1e3);
-    if (!a.ok() || !b.ok()) return 1;
-    recall_server += hits_in((*a)[0]);
-    recall_reader += hits_in((*b)[0]);
+      truths.back().push_back(std::to_string(scores[i].second));
   }
   const uint64_t index_bytes = DirBytes(data, "hnsw.piece");
   std::printf(
       "attach: %llu rows x %d, index %s, %d queries, k %d\n"
-      "| path | recall@%d | p50 ms | p99 ms |\n|---|---:|---:|---:|\n"
-      "| writer-side Collection::Search | %.4f | %.3f | %.3f |\n"
-      "| AttachedCollection::Search | %.4f | %.3f | %.3f |\n"
-      "reader p50 / writer p50 = %.2fx; reader RSS %.1f MiB after %d searches "
-      "(%.1f MiB before attaching; private %.1f MiB, mapped files %.1f MiB); "
-      "HNSW piece files %.1f MiB (what a private graph copy would cost)\n",
+      "| efSearch | writer-side recall@%d | p50 ms | p99 ms | attached "
+      "recall@%d | p50 ms | p99 ms | reader p50 / writer p50 |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       static_cast<unsigned long long>(rows), c.dim, c.index.c_str(), c.queries,
-      c.k, c.k, recall_server / c.queries, Percentile(lat_server, 0.5),
-      Percentile(lat_server, 0.99), recall_reader / c.queries,
-      Percentile(lat_reader, 0.5), Percentile(lat_reader, 0.99),
-      Percentile(lat_reader, 0.5) / Percentile(lat_server, 0.5),
+      c.k, c.k, c.k);
+  for (const int ef : c.efs) {
+    o.ef_search = ef;
+    double recall_server = 0, recall_reader = 0;
+    std::vector<double> lat_server, lat_reader;
+    for (int q = 0; q < c.queries; ++q) {
+      const auto& truth = truths[q];
+      auto hits_in = [&](const std::vector<ix::Hit>& hits) {
+        int n = 0;
+        for (const auto& h : hits)
+          n += std::find(truth.begin(), truth.end(), h.id) != truth.end();
+        return double(n) / c.k;
+      };
+      const std::span<const float> query(&queries[size_t(q) * c.dim], c.dim);
+      auto t0 = Clock::now();
+      auto a = (*coll)->Search(query, o);
+      lat_server.push_back(Since(t0) * 1e3);
+      t0 = Clock::now();
+      auto b = (*reader)->Search(query, o);
+      lat_reader.push_back(Since(t0) * 1e3);
+      if (!a.ok() || !b.ok()) return 1;
+      recall_server += hits_in((*a)[0]);
+      recall_reader += hits_in((*b)[0]);
+    }
+    std::printf("| %d | %.4f | %.3f | %.3f | %.4f | %.3f | %.3f | %.2fx |\n",
+                ef, recall_server / c.queries, Percentile(lat_server, 0.5),
+                Percentile(lat_server, 0.99), recall_reader / c.queries,
+                Percentile(lat_reader, 0.5), Percentile(lat_reader, 0.99),
+                Percentile(lat_reader, 0.5) / Percentile(lat_server, 0.5));
+    std::fflush(stdout);
+  }
+  std::printf(
+      "reader RSS %.1f MiB after %d searches (%.1f MiB before attaching; "
+      "private %.1f MiB, mapped files %.1f MiB); HNSW piece files %.1f MiB "
+      "(what a private graph copy would cost)\n",
       rss[1] / 1024.0, c.queries, rss[0] / 1024.0, rss[2] / 1024.0,
       rss[3] / 1024.0, index_bytes / 1048576.0);
   return 0;

@@ -44,6 +44,8 @@ int Tier(uint64_t rows, uint64_t interval, int fanout) {
 // Rows the inserter adds to the live graph per exclusive step: a search
 // waits for at most this many inserts (~0.1-0.3 ms each at 384 dimensions).
 constexpr uint64_t kInsertStep = 8;
+// A recovered tail shorter than this goes into the live graph instead.
+constexpr uint64_t kMinRecoveredPiece = 1024;
 
 // The writer's index: pieces (mapped files), the live graph over the rows
 // after them, and an exact backlog of rows the inserter has not reached.
@@ -73,6 +75,7 @@ class HnswWriterIndex : public AnnIndex {
     admit_cv_.notify_all();
     if (builder_.joinable()) builder_.join();
     if (inserter_.joinable()) inserter_.join();
+    if (recovery_.joinable()) recovery_.join();
   }
 
   // Maps what the manifest lists (no graph work before serving), cleans up
@@ -130,11 +133,28 @@ class HnswWriterIndex : public AnnIndex {
       if (!listed) std::filesystem::remove(e.path(), ec);
     }
     manifest_ = std::move(manifest);
-    live_ = std::make_shared<LiveGraph>(view_.info(), m_, list->covered());
+    // A large tail left by a crash becomes a piece on its own thread; the
+    // live graph starts after it, so new writes are indexed meanwhile.
+    const uint64_t covered = list->covered();
+    const bool recover = committed >= covered + kMinRecoveredPiece;
+    live_ = std::make_shared<LiveGraph>(view_.info(), m_,
+                                        recover ? committed : covered);
     current_ = std::move(list);
     rows_ = RowTable(view_, committed);
+    opened_rows_ = committed;
     builder_ = std::thread([this] { BuilderMain(); });
     inserter_ = std::thread([this] { InserterMain(); });
+    if (recover) {
+      recovering_ = true;
+      recovery_ = std::thread([this, covered] {
+        Status s = RecoverTail(covered);
+        if (!s.ok() && !stop_flag_.load())
+          Log("HNSW piece over the recovered tail: " + s.message());
+        std::lock_guard<std::mutex> l(mu_);
+        recovering_ = false;
+        idle_cv_.notify_all();
+      });
+    }
     return OkStatus();
   }
 
@@ -152,9 +172,14 @@ class HnswWriterIndex : public AnnIndex {
 
   Status AdmitWrite(std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> l(mu_);
+    // Rows found unindexed at open (a crash's tail) do not count: writes
+    // wait only for rows written since, so a restart never stalls them.
+    auto backlog = [&] {
+      return rows_.rows() - std::max(live_->end(), opened_rows_);
+    };
     auto admitted = [&] {
       return stop_ || tail_failed_at_ == rows_.rows() ||
-             rows_.rows() - live_->end() <= options_.max_backlog;
+             rows_.rows() <= opened_rows_ || backlog() <= options_.max_backlog;
     };
     if (admit_cv_.wait_for(l, timeout, admitted)) return OkStatus();
     return UnavailableError("the HNSW index is " +
@@ -170,7 +195,13 @@ class HnswWriterIndex : public AnnIndex {
     const int ef = params.hnsw_ef_search;
     ZV_ASSIGN_OR_RETURN(*covered, SearchPieces(*state.pieces, view_, queries,
                                                nq, sel, ef, limit, out));
-    if (state.live->begin() == *covered && *covered < limit)
+    const uint64_t live_begin = state.live->begin();
+    if (*covered < live_begin && live_begin <= limit) {
+      // The recovered tail, until its piece is built.
+      FlatSearch(view_, *covered, live_begin, queries, nq, sel, out);
+      *covered = live_begin;
+    }
+    if (live_begin == *covered && *covered < limit)
       *covered = state.live->Search(view_, queries, nq, sel, ef, limit, out);
     return OkStatus();
   }
@@ -215,7 +246,7 @@ class HnswWriterIndex : public AnnIndex {
   bool Idle() const {
     if (stop_) return true;
     Job job;
-    if (merging_ || NextMerge(&job)) return false;
+    if (merging_ || recovering_ || NextMerge(&job)) return false;
     return tail_failed_at_ == rows_.rows() ||
            rows_.rows() - current_->covered() < options_.interval;
   }
@@ -294,9 +325,13 @@ class HnswWriterIndex : public AnnIndex {
                       10);
     std::unique_lock<std::mutex> l(mu_);
     for (;;) {
+      // New rows, or a full live graph that the recovered tail's piece held
+      // back.
       tail_cv_.wait(l, [&] {
-        return stop_ ||
-               (rows_.rows() > live_->end() && tail_failed_at_ != rows_.rows());
+        const bool full = live_->size() >= options_.interval &&
+                          current_->covered() == live_->begin();
+        return stop_ || ((rows_.rows() > live_->end() || full) &&
+                         tail_failed_at_ != rows_.rows());
       });
       if (stop_) return;
       const RowTable rows = rows_;
@@ -316,12 +351,27 @@ class HnswWriterIndex : public AnnIndex {
     }
   }
 
+  // The rows [covered, opened) a crash left unindexed, as one piece built
+  // at normal priority on every core (searches scan them exactly until then).
+  Status RecoverTail(uint64_t covered) {
+    RowTable rows;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      rows = RowTable(view_, opened_rows_);
+    }
+    const int threads = std::max<int>(1, std::thread::hardware_concurrency());
+    ZV_ASSIGN_OR_RETURN(auto piece, BuildPiece(dir_, NextSerial(), view_.info(),
+                                               rows, m_, covered, opened_rows_,
+                                               nullptr, &stop_flag_, threads));
+    return Publish(std::move(piece), {});
+  }
+
   // One step of the inserter: a few rows into the live graph (written out
   // once it holds a piece's worth), or one piece over a large backlog.
   Status TailStep(const RowTable& rows, const std::shared_ptr<LiveGraph>& live,
                   int threads) {
     const uint64_t pending = rows.rows() - live->end();
-    if (pending >= 2 * options_.interval) {
+    if (pending >= 2 * options_.interval && !Recovering(*live)) {
       if (live->size() > 0) {
         ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
         return Publish(std::move(piece), {});
@@ -337,9 +387,19 @@ class HnswWriterIndex : public AnnIndex {
         std::min({pending, rows.ContiguousFrom(live->end()), kInsertStep});
     // Caught up: publish now, so searches scan nothing exactly.
     ZV_RETURN_IF_ERROR(live->Insert(rows, n, /*publish=*/n == pending));
-    if (live->size() < options_.interval) return OkStatus();
+    // While the recovered tail's piece is built the live graph grows on:
+    // pieces must stay contiguous.
+    if (live->size() < options_.interval || Recovering(*live))
+      return OkStatus();
     ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
     return Publish(std::move(piece), {});
+  }
+
+  // True while the recovered tail's piece is being built (pieces end
+  // before the live graph begins).
+  bool Recovering(const LiveGraph& live) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return current_->covered() < live.begin();
   }
 
   uint64_t NextSerial() {
@@ -393,13 +453,15 @@ class HnswWriterIndex : public AnnIndex {
       std::lock_guard<std::mutex> l(mu_);
       manifest_.version = m.version;
       manifest_.entries = m.entries;
-      if (replaced.empty())
+      if (replaced.empty() && live_->begin() == piece->begin())
         live_ = std::make_shared<LiveGraph>(view_.info(), m_, piece->end());
       current_ = std::move(next);
       merge_failed_version_ = UINT64_MAX;
     }
     merge_cv_.notify_one();
     tail_cv_.notify_one();
+    idle_cv_.notify_all();
+    admit_cv_.notify_all();
     // Processes that still map these keep their pages until they unmap.
     for (const auto& p : dropped)
       std::filesystem::remove(dir_ / PieceFileName(p->serial()), ec);
@@ -418,13 +480,15 @@ class HnswWriterIndex : public AnnIndex {
   std::shared_ptr<LiveGraph> live_;  // starts at current_->covered()
   Manifest manifest_;                // what is on disk (version, serials)
   RowTable rows_;  // committed rows, captured under the collection lock
+  uint64_t opened_rows_ = 0;  // committed rows when the index was opened
   uint64_t tail_failed_at_ = UINT64_MAX;
   uint64_t merge_failed_version_ = UINT64_MAX;
   int build_threads_ = 1;
   bool merging_ = false;
+  bool recovering_ = false;  // the recovered tail's piece is being built
   bool stop_ = false;
   std::atomic<bool> stop_flag_{false};  // read by a build between batches
-  std::thread builder_, inserter_;
+  std::thread builder_, inserter_, recovery_;
 };
 
 class HnswReaderIndex : public AnnIndex {

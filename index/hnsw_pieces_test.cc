@@ -381,6 +381,41 @@ TEST_F(HnswPiecesTest, AttachedReaderSearchesTheSamePieces) {
   same("after compaction");
 }
 
+// A tail left unindexed at open (the live graph is never saved) becomes a
+// piece on its own thread while new writes go on into the live graph; every
+// row is found meanwhile (the gap is scanned exactly).
+TEST_F(HnswPiecesTest, ReopenedTailIsIndexedWhileWritesContinue) {
+  data_ = testing::ClusteredVectors(4000, kDim, 30, 31);
+  PieceOptions big;
+  big.interval = 1000000;  // nothing becomes a piece before the reopen
+  SetPieceOptions(big);
+  auto c = Create(shm::Metric::kL2);
+  Add(*c, 0, 3000);
+  EXPECT_EQ(Impl(*c).IndexPieces(), 0u);
+  c.reset();
+  SmallPieces();
+  Open();
+  auto got = db_->GetCollection("c");
+  ASSERT_TRUE(got.ok()) << got.status();
+  c = *got;
+  const auto t0 = Clock::now();
+  Add(*c, 3000, 1000);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(),
+            20 * kSlow);
+  SearchOptions o;
+  o.k = 1;
+  int found = 0;
+  for (size_t r = 0; r < 4000; r += 37) {
+    auto hits = c->Search(std::span(data_).subspan(r * kDim, kDim), o);
+    ASSERT_TRUE(hits.ok()) << hits.status();
+    found += !(*hits)[0].empty() && (*hits)[0][0].id == IdOf(r);
+  }
+  EXPECT_GE(found, 4000 / 37 * 95 / 100);
+  ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
+  EXPECT_GE(Impl(*c).IndexedRows(), 3000u);
+  EXPECT_GE(Impl(*c).IndexPieces(), 1u);
+}
+
 // A damaged piece is dropped with every later one (coverage stays a prefix)
 // and rebuilt; searches stay exact meanwhile. A damaged manifest likewise.
 TEST_F(HnswPiecesTest, DamagedPieceOrManifestIsDroppedAndRebuilt) {
