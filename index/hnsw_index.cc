@@ -359,7 +359,8 @@ class HnswWriterIndex : public AnnIndex {
       std::lock_guard<std::mutex> l(mu_);
       rows = RowTable(view_, opened_rows_);
     }
-    const int threads = std::max<int>(1, std::thread::hardware_concurrency());
+    // Every core (OMP_NUM_THREADS if set: TSan runs faiss single-threaded).
+    const int threads = std::max(1, omp_get_max_threads());
     ZV_ASSIGN_OR_RETURN(auto piece, BuildPiece(dir_, NextSerial(), view_.info(),
                                                rows, m_, covered, opened_rows_,
                                                nullptr, &stop_flag_, threads));
@@ -372,7 +373,10 @@ class HnswWriterIndex : public AnnIndex {
                   int threads) {
     const uint64_t pending = rows.rows() - live->end();
     if (pending >= 2 * options_.interval && !Recovering(*live)) {
-      if (live->size() > 0) {
+      // A live graph of a quarter piece or more is kept as a piece; a
+      // smaller one is rebuilt within the big piece (tiny pieces would only
+      // trigger merges).
+      if (live->size() >= options_.interval / 4 && live->size() > 0) {
         ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
         return Publish(std::move(piece), {});
       }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "index/ann_index.h"
 #include "index/test_util.h"
 
 namespace zv::index {
@@ -129,6 +130,37 @@ TEST_F(LiveGraphTest, InsertRefusesRowsTheTableDoesNotHold) {
   EXPECT_TRUE(g.Insert(few, 10).ok());
   EXPECT_EQ(g.Insert(few, 1).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(g.end(), 10u);
+}
+
+// Writes wait while the rows past the live graph exceed max_backlog, and get
+// UNAVAILABLE (nothing written) when the wait times out.
+TEST(HnswAdmissionTest, WritesWaitForABacklogAndTimeOut) {
+  const auto dir = testing::NewTempDir("admit");
+  shm::SegmentOptions so;
+  so.dim = kDim;
+  auto w = shm::Writer::Create(dir, so);
+  ASSERT_TRUE(w.ok()) << w.status();
+  PieceOptions po;
+  po.max_backlog = 10;
+  SetPieceOptions(po);
+  auto index = OpenHnswIndex(16, **w, dir);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_TRUE((*index)->AdmitWrite(std::chrono::milliseconds(0)).ok());
+  const auto data = testing::RandomVectors(kRows, kDim, 9);
+  ASSERT_TRUE((*w)->Reserve(kRows).ok());
+  for (uint64_t r = 0; r < kRows; ++r) {
+    float* row = (*w)->MutableRow(r);
+    std::copy_n(&data[r * kDim], kDim, row);
+    std::fill(row + kDim, row + (*w)->info().row_stride, 0.0f);
+  }
+  ASSERT_TRUE((*w)->Commit(kRows).ok());
+  ASSERT_TRUE((*index)->Update(kRows).ok());
+  // 3,000 rows behind: no inserter catches up in a millisecond.
+  const Status late = (*index)->AdmitWrite(std::chrono::milliseconds(1));
+  EXPECT_EQ(late.code(), StatusCode::kUnavailable) << late;
+  EXPECT_NE(late.message().find("rows behind"), std::string::npos) << late;
+  EXPECT_TRUE((*index)->AdmitWrite(std::chrono::minutes(5)).ok());
+  SetPieceOptions(PieceOptions{});
 }
 
 }  // namespace

@@ -171,6 +171,9 @@ TEST_F(HnswPiecesTest, PiecesAndMergesKeepRecall) {
 TEST_F(HnswPiecesTest, SearchesDoNotWaitForAWriter) {
   PieceOptions po;
   po.interval = 4000;
+  // Writes never wait for the index here (its admission has a test of its
+  // own): the writer is as fast as it can be.
+  po.max_backlog = UINT64_MAX / 2;
   SetPieceOptions(po);
   // Sanitizers: fewer rows, so the final catch-up stays short.
   constexpr size_t kBase = 8000, kBatch = 4000,
@@ -420,6 +423,10 @@ TEST_F(HnswPiecesTest, ReopenedTailIsIndexedWhileWritesContinue) {
 // and rebuilt; searches stay exact meanwhile. A damaged manifest likewise.
 TEST_F(HnswPiecesTest, DamagedPieceOrManifestIsDroppedAndRebuilt) {
   data_ = testing::ClusteredVectors(3000, kDim, 30, 21);
+  PieceOptions o;
+  o.interval = kInterval;
+  o.merge_fanout = 1000;  // no merges: several pieces, however steps fall
+  SetPieceOptions(o);
   auto c = Create(shm::Metric::kL2);
   Add(*c, 0, 3000);
   ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
