@@ -17,9 +17,9 @@ import numpy as np
 import zerovec
 from server import Server
 
-DIM = 64
+DIM = 128
 BATCH = 1000
-BATCHES = 8  # 8000 rows x 64 floats: 2 MiB of rows (stride 64)
+BATCHES = 8  # 8000 rows x 128 floats: 4000 KiB of rows in 4 extents
 
 
 def vector_of(n):
@@ -146,8 +146,9 @@ class AttachTest(unittest.TestCase):
                     _, views_kib, copy_growth_kib, rows_kib, inside, total = msg
                     self.assertTrue(inside, "a view's data lies outside the mapping")
                     # Reading all rows through the views costs next to nothing
-                    # private; the copy costs their size (the measure can tell).
-                    self.assertLess(views_kib, rows_kib * 0.1, msg)
+                    # private (0 KiB; about 400 KiB of allocator noise under
+                    # ASan); the copy costs their size (the measure can tell).
+                    self.assertLess(views_kib, rows_kib * 0.2, msg)
                     self.assertGreater(copy_growth_kib, rows_kib * 0.8, msg)
                     print(f"reader anonymous memory: +{views_kib} KiB reading {rows_kib} KiB "
                           f"of rows through views, +{copy_growth_kib} KiB for a copy")
