@@ -124,7 +124,6 @@ def main():
             "grpc": lambda q: client.search("bench", vector=q, k=10, include_documents=False),
             "faiss": lambda q: index.search(q[None], 10),
         }
-        top = {name: [] for name in paths}
         for name, fn in paths.items():
             p50, p99 = timed(fn, queries)
             print(f"{name:7s} k=10 over {args.rows}: p50 {p50:8.0f} us  p99 {p99:8.0f} us")

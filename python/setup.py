@@ -64,6 +64,7 @@ setup(
     version="0.1.0",
     description="ZeroVec: typed gRPC client and zero-copy attach",
     packages=["zerovec", "zerovec.v1"],
+    package_data={"zerovec": ["py.typed"]},
     python_requires=">=3.9",
     install_requires=["numpy", "grpcio", "protobuf"],
     cmdclass={"build_py": BuildPyWithStubs},

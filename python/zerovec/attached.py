@@ -16,6 +16,7 @@ after compaction, never invalidates it.
 """
 
 import os
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def _model_candidates():
     return [os.path.normpath(p) for p in out]
 
 
-def resolve_model(model=None):
+def resolve_model(model: Optional[str] = None) -> str:
     """The model folder: model, else $ZEROVEC_MODEL, else the bundled one."""
     if model:
         return model
@@ -64,23 +65,24 @@ class AttachedCollection:
     for them.
     """
 
-    def __init__(self, data_dir, collection, model=None, device="auto"):
+    def __init__(self, data_dir: Union[str, os.PathLike], collection: str,
+                 model: Optional[str] = None, device: str = "auto"):
         self._impl = _attach.Attached(os.fspath(data_dir), collection)
         self._model = model
         self._device = device
         self._embedder = None
         self.name = collection
 
-    def refresh(self):
+    def refresh(self) -> None:
         """Picks up rows committed and metadata written since the last call."""
         self._impl.refresh()
 
-    def describe(self):
+    def describe(self) -> Dict[str, Any]:
         """dim, metric, index, rows, live_rows, tombstones, generation, ..."""
         return self._impl.describe()
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self._impl.describe()["dim"]
 
     def embedder(self):
@@ -90,12 +92,13 @@ class AttachedCollection:
                                               self._device)
         return self._embedder
 
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of texts with the in-process model: float32 (n, dim)."""
         return self.embedder().embed(list(texts))
 
-    def search(self, query, k=10, filter=None, ef_search=0,
-               include_documents=True):
+    def search(self, query: Union[str, Any], k: int = 10, filter: Any = None,
+               ef_search: int = 0,
+               include_documents: bool = True) -> Union[List[Hit], List[List[Hit]]]:
         """The k nearest items to query: a text, a (dim,) vector, or (n, dim)
         vectors (then one list of hits per row). Best first."""
         single = True
@@ -117,16 +120,16 @@ class AttachedCollection:
         hits = [[Hit(*h) for h in row] for row in results]
         return hits[0] if single else hits
 
-    def rows(self):
+    def rows(self) -> List[np.ndarray]:
         """Committed rows of the last refresh as read-only float32 views into
         the shared mapping, one (n_i, dim) array per extent, in row order."""
         return self._impl.row_blocks()[0]
 
-    def row_starts(self):
+    def row_starts(self) -> List[int]:
         """The first row number of each array rows() returns."""
         return self._impl.row_blocks()[2]
 
-    def rows_array(self):
+    def rows_array(self) -> np.ndarray:
         """All committed rows as one (rows, dim) array: a view when the segment
         has one extent, else a copy."""
         views = self.rows()
@@ -136,24 +139,25 @@ class AttachedCollection:
             return np.empty((0, self.dim), dtype=np.float32)
         return np.concatenate(views)
 
-    def tombstones(self):
+    def tombstones(self) -> np.ndarray:
         """bool per row of the last refresh (True: deleted or replaced), read
         from the segment's tombstone bits when called; a small copy (the
         segment keeps them as bits)."""
         return self._impl.tombstones()
 
-    def ids(self):
+    def ids(self) -> List[str]:
         """The external id of each row of the last refresh, in row order
         ("" for a row without metadata)."""
         return self._impl.ids()
 
-    def id_hashes(self):
+    def id_hashes(self) -> List[np.ndarray]:
         """The segment's int64 id hash of each row, as read-only views aligned
         with rows()."""
         return self._impl.row_blocks()[1]
 
 
-def attach(data_dir, collection, model=None, device="auto"):
+def attach(data_dir: Union[str, os.PathLike], collection: str,
+           model: Optional[str] = None, device: str = "auto") -> AttachedCollection:
     """Attaches to `collection` of the data directory a server writes.
 
     model: folder for text queries (default: $ZEROVEC_MODEL, else the bundled

@@ -7,6 +7,7 @@ expected 384 values, got 3")).
 """
 
 import functools
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import grpc
 import numpy as np
@@ -15,6 +16,9 @@ from zerovec.errors import ZeroVecError, error_for
 from zerovec.types import CollectionInfo, Filter, Hit, Item
 from zerovec.v1 import zerovec_pb2 as pb
 from zerovec.v1 import zerovec_pb2_grpc as pb_grpc
+
+ArrayLike = Any  # anything np.asarray takes: ndarray, list of floats, ...
+FilterLike = Union[Filter, Mapping[str, Any], None]
 
 _METRICS = {"ip": pb.METRIC_INNER_PRODUCT, "l2": pb.METRIC_L2}
 _METRIC_NAMES = {pb.METRIC_INNER_PRODUCT: "ip", pb.METRIC_L2: "l2",
@@ -79,8 +83,8 @@ class Client:
     "authorization: Bearer <token>". timeout: seconds for each call (None: none).
     """
 
-    def __init__(self, target="127.0.0.1:50051", token=None, timeout=None,
-                 max_message_bytes=64 << 20):
+    def __init__(self, target: str = "127.0.0.1:50051", token: Optional[str] = None,
+                 timeout: Optional[float] = None, max_message_bytes: int = 64 << 20):
         options = [("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.max_send_message_length", max_message_bytes)]
         self._channel = grpc.insecure_channel(target, options=options)
@@ -102,7 +106,8 @@ class Client:
                                          timeout=self._timeout)
 
     @_rpc
-    def create_collection(self, name, dim=0, metric="ip", index="Flat"):
+    def create_collection(self, name: str, dim: int = 0, metric: str = "ip",
+                          index: str = "Flat") -> CollectionInfo:
         """dim 0: the server model's dimension. metric "ip" or "l2"."""
         if metric not in _METRICS:
             raise ValueError(f"metric: expected 'ip' or 'l2', got {metric!r}")
@@ -111,22 +116,27 @@ class Client:
         return _info(r.collection)
 
     @_rpc
-    def drop_collection(self, name):
+    def drop_collection(self, name: str) -> None:
         self._call("DropCollection", pb.DropCollectionRequest(name=name))
 
     @_rpc
-    def list_collections(self):
+    def list_collections(self) -> List[CollectionInfo]:
         r = self._call("ListCollections", pb.ListCollectionsRequest())
         return [_info(c) for c in r.collections]
 
     @_rpc
-    def describe(self, name):
+    def describe(self, name: str) -> CollectionInfo:
         return _info(self._call("DescribeCollection",
                                 pb.DescribeCollectionRequest(name=name)))
 
     @_rpc
-    def upsert(self, collection, ids, texts=None, vectors=None, namespaces=None,
-               metadata=None, timestamps=None, batch_size=1024):
+    def upsert(self, collection: str, ids: Sequence[str],
+               texts: Optional[Sequence[str]] = None,
+               vectors: Optional[ArrayLike] = None,
+               namespaces: Optional[Sequence[str]] = None,
+               metadata: Optional[Sequence[Mapping[str, str]]] = None,
+               timestamps: Optional[Sequence[int]] = None,
+               batch_size: int = 1024) -> int:
         """Inserts or replaces items; returns how many were stored.
 
         Give texts (embedded by the server's model), vectors ((n, dim)), or both
@@ -170,8 +180,10 @@ class Client:
         return pb.Query(vector=pb.Vector(values=v))
 
     @_rpc
-    def search(self, collection, text=None, vector=None, k=10, filter=None,
-               ef_search=0, include_documents=True):
+    def search(self, collection: str, text: Optional[str] = None,
+               vector: Optional[ArrayLike] = None, k: int = 10,
+               filter: FilterLike = None, ef_search: int = 0,
+               include_documents: bool = True) -> List[Hit]:
         """The k nearest items to one query (a text or a vector), best first."""
         r = self._call("Search", pb.SearchRequest(
             collection=collection, query=self._query(text, vector), k=k,
@@ -180,8 +192,10 @@ class Client:
         return [_hit(h) for h in r.hits]
 
     @_rpc
-    def search_batch(self, collection, texts=None, vectors=None, k=10,
-                     filter=None, ef_search=0, include_documents=True):
+    def search_batch(self, collection: str, texts: Optional[Sequence[str]] = None,
+                     vectors: Optional[ArrayLike] = None, k: int = 10,
+                     filter: FilterLike = None, ef_search: int = 0,
+                     include_documents: bool = True) -> List[List[Hit]]:
         """Several queries in one call: texts, or vectors as (n, dim)."""
         if (texts is None) == (vectors is None):
             raise ValueError("give exactly one of texts= or vectors=")
@@ -197,7 +211,8 @@ class Client:
         return [[_hit(h) for h in res.hits] for res in r.results]
 
     @_rpc
-    def get(self, collection, ids, include_vectors=False):
+    def get(self, collection: str, ids: Sequence[str],
+            include_vectors: bool = False) -> List[Item]:
         """Stored items by id, in request order; unknown ids are skipped."""
         r = self._call("Get", pb.GetRequest(collection=collection, ids=list(ids),
                                             include_vectors=include_vectors))
@@ -208,13 +223,13 @@ class Client:
                 for i in r.items]
 
     @_rpc
-    def delete(self, collection, ids):
+    def delete(self, collection: str, ids: Sequence[str]) -> int:
         """Deletes ids; returns how many existed."""
         return self._call("Delete", pb.DeleteRequest(collection=collection,
                                                      ids=list(ids))).deleted
 
     @_rpc
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The server model's vectors for texts, as a float32 (n, dim) array."""
         r = self._call("Embed", pb.EmbedRequest(texts=list(texts)))
         out = np.empty((len(r.vectors), r.dim), dtype=np.float32)
@@ -223,7 +238,7 @@ class Client:
         return out
 
     @_rpc
-    def stats(self, collection=""):
+    def stats(self, collection: str = "") -> Dict[str, Any]:
         """Server and collection statistics as a dict (StatsResponse's fields)."""
         from google.protobuf.json_format import MessageToDict
 
@@ -234,7 +249,7 @@ class Client:
         return out
 
     @_rpc
-    def compact(self, collection):
+    def compact(self, collection: str) -> Dict[str, int]:
         """Rewrites the collection without tombstoned rows; returns the counts."""
         r = self._call("Compact", pb.CompactRequest(collection=collection))
         return {"rows_before": r.rows_before, "rows_after": r.rows_after,
