@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ZeroVec programs with Bazel and packs them into a relocatable folder that
 # runs on a machine with none of Debian's libraries (e.g. the Ubuntu GPU machine):
-#   tools/bundle.sh [--cuda] [--no-python] [--out DIR] [TARGET...]
+#   tools/bundle.sh [--cuda] [--python | --no-python] [--out DIR] [TARGET...]
 # TARGETs are cc_binary / cc_test / sh_test labels or patterns (default
 # //tools:zerovec); --cuda builds with --config=cuda. DIR defaults to
 # dist/zerovec-cuda or dist/zerovec-cpu (git-ignored). Writes DIR and DIR.tar.xz:
@@ -20,24 +20,27 @@
 #   DIR/python/zerovec/            the Python package with its generated gRPC stubs
 #                                  and the attach extension (for CPython 3.11, as
 #                                  built; RUNPATH $ORIGIN/../../lib); put DIR/python
-#                                  on PYTHONPATH. --no-python leaves it out.
+#                                  on PYTHONPATH. In CPU bundles unless --no-python;
+#                                  in --cuda ones (carried to the GPU machine, whose
+#                                  Python differs) only with --python.
 # Programs never need LD_LIBRARY_PATH: `DIR/bin/zerovec --help`,
 # `DIR/bin/run-test cuda_encoder_test --gtest_brief=1`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: tools/bundle.sh [--cuda] [--no-python] [--out DIR] [TARGET...]" >&2
+  echo "usage: tools/bundle.sh [--cuda] [--python | --no-python] [--out DIR] [TARGET...]" >&2
   exit 2
 }
 
 cuda=0
-python=1
+python=""
 out=""
 targets=()
 while (($#)); do
   case $1 in
     --cuda) cuda=1 ;;
+    --python) python=1 ;;
     --no-python) python=0 ;;
     --out)
       (($# >= 2)) || usage
@@ -52,6 +55,7 @@ while (($#)); do
   shift
 done
 ((${#targets[@]})) || targets=(//tools:zerovec)
+[[ -n $python ]] || python=$((!cuda))
 flavour=$([[ $cuda == 1 ]] && echo cuda || echo cpu)
 out=${out:-dist/zerovec-$flavour}
 
