@@ -163,7 +163,7 @@ class Client:
                                metadata=metadata[i] or {},
                                timestamp_ms=timestamps[i] or 0)
                 if rows is not None:
-                    item.vector.extend(rows[i])
+                    item.vector.extend(rows[i].tolist())
                 items.append(item)
             r = self._call("Upsert", pb.UpsertRequest(collection=collection,
                                                       items=items))
@@ -177,7 +177,7 @@ class Client:
         if text is not None:
             return pb.Query(text=text)
         v = np.asarray(vector, dtype=np.float32).ravel()
-        return pb.Query(vector=pb.Vector(values=v))
+        return pb.Query(vector=pb.Vector(values=v.tolist()))
 
     @_rpc
     def search(self, collection: str, text: Optional[str] = None,
@@ -202,7 +202,7 @@ class Client:
         if texts is not None:
             queries = [pb.Query(text=t) for t in texts]
         else:
-            queries = [pb.Query(vector=pb.Vector(values=v))
+            queries = [pb.Query(vector=pb.Vector(values=v.tolist()))
                        for v in _matrix(vectors, "vectors")]
         r = self._call("SearchBatch", pb.SearchBatchRequest(
             collection=collection, queries=queries, k=k,
