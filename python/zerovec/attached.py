@@ -20,7 +20,13 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from zerovec import _attach
+try:
+    from zerovec import _attach
+except ImportError as e:  # the client works without it; attach does not
+    raise ImportError(
+        "zerovec.attach needs the compiled extension zerovec._attach: build it "
+        "(bazel build //python:zerovec/_attach.so) before pip install ./python, "
+        f"or use a bundle's python/ folder ({e})") from e
 from zerovec.types import Filter, Hit
 
 MODEL_ENV = "ZEROVEC_MODEL"
