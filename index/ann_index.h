@@ -74,6 +74,13 @@ class AnnIndex {
   // Threads a background build may use from its next build on (0: as
   // configured).
   virtual void SetBuildThreads(int threads) {}
+  // Called before a write: waits up to `timeout` while the index is too far
+  // behind the committed rows (HNSW: rows its searches scan exactly), so a
+  // writer faster than indexing cannot make every search slower without
+  // bound. UNAVAILABLE on timeout (nothing was written).
+  virtual Status AdmitWrite(std::chrono::milliseconds timeout) {
+    return OkStatus();
+  }
   // Number of immutable pieces searched (HNSW), else 0.
   virtual size_t PieceCount() const { return 0; }
 };

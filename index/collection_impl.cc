@@ -38,6 +38,9 @@ Status WriteCurrent(const std::filesystem::path& root, uint64_t generation) {
 
 namespace {
 
+// How long a write waits for a lagging index before UNAVAILABLE.
+constexpr auto kAdmitTimeout = std::chrono::seconds(30);
+
 shm::SegmentOptions SegmentOptionsOf(const CollectionOptions& o) {
   shm::SegmentOptions s;
   s.dim = o.dim;
@@ -268,6 +271,8 @@ Status CollectionImpl::UpsertImpl(
   std::lock_guard<std::mutex> writer_lock(write_mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
   Generation& g = *g_;
+  // Before anything is written: a write refused here leaves no trace.
+  if (g.ann) ZV_RETURN_IF_ERROR(g.ann->AdmitWrite(kAdmitTimeout));
   shm::Writer& w = *g.writer;
   const uint32_t dim = meta_.options.dim, stride = w.info().row_stride;
   const uint64_t first = w.committed(), n = records.size();

@@ -166,8 +166,7 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-// faiss's view of rows [begin, ...) of the segment: the "codes" are the rows
-// in place, nothing is copied.
+// Distances between a query and rows, or two rows, of a RangeStorage.
 class RangeDistance : public faiss::DistanceComputer {
  public:
   RangeDistance(const RowTable& rows, uint64_t begin, size_t d, bool ip)
@@ -186,37 +185,6 @@ class RangeDistance : public faiss::DistanceComputer {
   size_t d_;
   bool ip_;
   const float* q_ = nullptr;
-};
-
-class RangeStorage : public faiss::Index {
- public:
-  RangeStorage(const RowTable& rows, uint64_t begin, size_t d,
-               shm::Metric metric)
-      : faiss::Index(d, FaissMetric(metric)), rows_(rows), begin_(begin) {
-    is_trained = true;
-  }
-  void add(idx_t n, const float* x) override {
-    FAISS_THROW_IF_NOT_MSG(x == rows_.Row(begin_ + ntotal),
-                           "HNSW piece: rows must be segment rows");
-    ntotal += n;
-  }
-  void search(idx_t, const float*, idx_t, float*, idx_t*,
-              const faiss::SearchParameters*) const override {
-    FAISS_THROW_MSG("RangeStorage::search: search through the HNSW graph");
-  }
-  void reset() override { ntotal = 0; }
-  void reconstruct(idx_t key, float* recons) const override {
-    std::memcpy(recons, rows_.Row(begin_ + key), sizeof(float) * d);
-  }
-  // faiss's contract: the caller owns and deletes the computer.
-  faiss::DistanceComputer* get_distance_computer() const override {
-    return new RangeDistance(rows_, begin_, d,
-                             metric_type == faiss::METRIC_INNER_PRODUCT);
-  }
-
- private:
-  const RowTable& rows_;
-  uint64_t begin_;
 };
 
 // Per-thread set of nodes a search has visited: open addressing with a
@@ -313,6 +281,34 @@ RowTable::RowTable(const shm::SegmentView& view, uint64_t rows)
   fixed_first_row_ = fixed_first_block_ < bases_.size()
                          ? firsts_[fixed_first_block_]
                          : ~uint64_t{0};
+}
+
+RangeStorage::RangeStorage(const RowTable& rows, uint64_t begin, size_t d,
+                           shm::Metric metric)
+    : faiss::Index(static_cast<idx_t>(d), FaissMetric(metric)),
+      rows_(rows),
+      begin_(begin) {
+  is_trained = true;
+}
+
+void RangeStorage::add(idx_t n, const float* x) {
+  FAISS_THROW_IF_NOT_MSG(x == rows_.Row(begin_ + ntotal),
+                         "HNSW piece: rows must be segment rows");
+  ntotal += n;
+}
+
+void RangeStorage::search(idx_t, const float*, idx_t, float*, idx_t*,
+                          const faiss::SearchParameters*) const {
+  FAISS_THROW_MSG("RangeStorage::search: search through the HNSW graph");
+}
+
+void RangeStorage::reconstruct(idx_t key, float* recons) const {
+  std::memcpy(recons, rows_.Row(begin_ + key), sizeof(float) * d);
+}
+
+faiss::DistanceComputer* RangeStorage::get_distance_computer() const {
+  return new RangeDistance(rows_, begin_, d,
+                           metric_type == faiss::METRIC_INNER_PRODUCT);
 }
 
 std::string PieceFileName(uint64_t serial) {
@@ -426,32 +422,39 @@ StatusOr<std::shared_ptr<const Piece>> Piece::Open(
   return std::shared_ptr<const Piece>(std::move(p));
 }
 
-void Piece::Search(const shm::SegmentView& view, const float* query, int k,
-                   int ef, const faiss::IDSelector* sel, float* dist,
-                   int64_t* rows) const {
-  const float worst = ip_ ? -std::numeric_limits<float>::infinity()
-                          : std::numeric_limits<float>::infinity();
+void SearchGraph(const GraphRef& g, const shm::SegmentView& view,
+                 const float* query, int k, int ef,
+                 const faiss::IDSelector* sel, float* dist, int64_t* rows) {
+  const float worst = g.ip ? -std::numeric_limits<float>::infinity()
+                           : std::numeric_limits<float>::infinity();
   for (int i = 0; i < k; ++i) dist[i] = worst, rows[i] = -1;
+  if (g.entry_point < 0 || static_cast<uint64_t>(g.entry_point) >= g.nodes)
+    return;
   ef = std::max(ef, k);
+  const uint64_t begin = g.begin, nodes = g.nodes;
+  const size_t stride = g.stride;
+  const int32_t* cum = g.cum;
+  const uint64_t* offsets = g.offsets;
+  const int32_t* neighbors = g.neighbors;
   // Internal distances: smaller is closer (IP negated).
   auto d = [&](int32_t v) {
-    const float* r = view.Row(begin_ + v);
-    return ip_ ? -InnerProduct16(query, r, stride_)
-               : L2Sqr16(query, r, stride_);
+    const float* r = view.Row(begin + v);
+    return g.ip ? -InnerProduct16(query, r, stride) : L2Sqr16(query, r, stride);
   };
   auto member = [&](int32_t v) {
-    return sel == nullptr || sel->is_member(static_cast<int64_t>(begin_ + v));
+    return sel == nullptr || sel->is_member(static_cast<int64_t>(begin + v));
   };
   // Greedy descent through the upper layers.
-  int32_t cur = entry_point_;
+  int32_t cur = g.entry_point;
   float dcur = d(cur);
-  for (int l = max_level_; l >= 1; --l) {
+  for (int l = g.max_level; l >= 1; --l) {
     for (bool moved = true; moved;) {
       moved = false;
-      const uint64_t o = offsets_[cur];
-      for (uint64_t j = o + cum_[l]; j < o + cum_[l + 1]; ++j) {
-        const int32_t v = neighbors_[j];
+      const uint64_t o = offsets[cur];
+      for (uint64_t j = o + cum[l]; j < o + cum[l + 1]; ++j) {
+        const int32_t v = neighbors[j];
         if (v < 0) break;
+        if (static_cast<uint64_t>(v) >= nodes) continue;
         const float dv = d(v);
         if (dv < dcur) cur = v, dcur = dv, moved = true;
       }
@@ -474,15 +477,15 @@ void Piece::Search(const shm::SegmentView& view, const float* query, int k,
     cand.pop();
     // Unvisited neighbours first, their rows prefetched, then the distances:
     // the row fetches overlap instead of each stalling its dot product.
-    const uint64_t o = offsets_[c];
-    const int32_t* links = neighbors_ + o;
+    const int32_t* links = neighbors + offsets[c];
     fresh.clear();
-    for (int j = 0; j < cum_[1]; ++j) {
+    for (int j = 0; j < cum[1]; ++j) {
       const int32_t v = links[j];
       if (v < 0) break;
-      if (visited.TestAndSet(v)) continue;
+      // A live graph's nodes past `nodes` are rows this search may not read.
+      if (static_cast<uint64_t>(v) >= nodes || visited.TestAndSet(v)) continue;
       fresh.push_back(v);
-      const char* r = reinterpret_cast<const char*>(view.Row(begin_ + v));
+      const char* r = reinterpret_cast<const char*>(view.Row(begin + v));
       __builtin_prefetch(r);
       __builtin_prefetch(r + 64);
     }
@@ -499,10 +502,21 @@ void Piece::Search(const shm::SegmentView& view, const float* query, int k,
   }
   while (best.size() > static_cast<size_t>(k)) best.pop();
   for (int i = static_cast<int>(best.size()) - 1; i >= 0; --i) {
-    dist[i] = ip_ ? -best.top().first : best.top().first;
-    rows[i] = static_cast<int64_t>(begin_) + best.top().second;
+    dist[i] = g.ip ? -best.top().first : best.top().first;
+    rows[i] = static_cast<int64_t>(begin) + best.top().second;
     best.pop();
   }
+}
+
+GraphRef Piece::graph() const {
+  return GraphRef{begin_,  size(), max_level_, entry_point_, ip_,
+                  stride_, cum_,   offsets_,   neighbors_};
+}
+
+void Piece::Search(const shm::SegmentView& view, const float* query, int k,
+                   int ef, const faiss::IDSelector* sel, float* dist,
+                   int64_t* rows) const {
+  SearchGraph(graph(), view, query, k, ef, sel, dist, rows);
 }
 
 Piece::Graph Piece::CopyGraph() const {
@@ -688,7 +702,13 @@ StatusOr<std::shared_ptr<const Piece>> BuildPiece(
   if (next < end || (stop && stop->load(std::memory_order_relaxed)))
     return CancelledError("HNSW piece build stopped");
 
-  const faiss::HNSW& h = index.hnsw;
+  return WritePiece(dir, serial, info, index.hnsw, m, begin, end);
+}
+
+StatusOr<std::shared_ptr<const Piece>> WritePiece(
+    const std::filesystem::path& dir, uint64_t serial,
+    const shm::SegmentInfo& info, const faiss::HNSW& h, int m, uint64_t begin,
+    uint64_t end) {
   const uint64_t n = end - begin;
   PieceHeader hd{};
   std::memcpy(hd.magic, kPieceMagic, 8);

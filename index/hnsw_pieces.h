@@ -53,6 +53,8 @@
 #ifndef ZEROVEC_INDEX_HNSW_PIECES_H_
 #define ZEROVEC_INDEX_HNSW_PIECES_H_
 
+#include <faiss/Index.h>
+#include <faiss/impl/HNSW.h>
 #include <faiss/impl/IDSelector.h>
 
 #include <atomic>
@@ -80,6 +82,9 @@ struct PieceOptions {
   uint64_t interval = kDefaultPieceInterval;  // tail rows that start a build
   int merge_fanout = kDefaultMergeFanout;
   int build_threads = 1;  // OpenMP threads of one build
+  // Rows past the live graph (scanned exactly by every search) above which
+  // writes wait for the inserter (AnnIndex::AdmitWrite).
+  uint64_t max_backlog = 2048;
 };
 
 // Options for HNSW indexes opened from now on in this process (tests and
@@ -123,6 +128,46 @@ class RowTable {
   size_t fixed_first_block_ = 0;
 };
 
+// faiss's storage for an HNSW graph over rows [begin, ...): the "codes" are
+// the segment rows in place, read through `rows` (kept by reference, so
+// assigning a newer table to it makes newer rows readable). Nothing is copied.
+class RangeStorage : public faiss::Index {
+ public:
+  RangeStorage(const RowTable& rows, uint64_t begin, size_t d,
+               shm::Metric metric);
+  void add(idx_t n, const float* x) override;
+  void search(idx_t, const float*, idx_t, float*, idx_t*,
+              const faiss::SearchParameters*) const override;
+  void reset() override { ntotal = 0; }
+  void reconstruct(idx_t key, float* recons) const override;
+  // faiss's contract: the caller owns and deletes the computer.
+  faiss::DistanceComputer* get_distance_computer() const override;
+
+ private:
+  const RowTable& rows_;
+  uint64_t begin_;
+};
+
+// The arrays of one HNSW graph in faiss's layout (a mapped piece or the
+// writer's live graph); node i is row begin + i. Links to nodes >= `nodes`
+// are skipped, so a search of a growing graph reads only rows it may read.
+struct GraphRef {
+  uint64_t begin = 0, nodes = 0;
+  int max_level = -1, entry_point = -1;
+  bool ip = true;
+  size_t stride = 0;
+  const int32_t* cum = nullptr;
+  const uint64_t* offsets = nullptr;
+  const int32_t* neighbors = nullptr;
+};
+
+// Top-k rows of one padded query in graph `g` among those `sel` accepts
+// (null: all), best first, into dist/rows (k entries, row -1 pads). `ef`
+// results are kept while searching (hnswlib's rule).
+void SearchGraph(const GraphRef& g, const shm::SegmentView& view,
+                 const float* query, int k, int ef,
+                 const faiss::IDSelector* sel, float* dist, int64_t* rows);
+
 // One piece file, mapped read-only and validated.
 class Piece {
  public:
@@ -155,6 +200,7 @@ class Piece {
     int entry_point = -1, max_level = -1;
   };
   Graph CopyGraph() const;
+  GraphRef graph() const;
 
  private:
   Piece() = default;
@@ -218,6 +264,13 @@ StatusOr<std::shared_ptr<const Piece>> BuildPiece(
     const shm::SegmentInfo& info, const RowTable& rows, int m, uint64_t begin,
     uint64_t end, const Piece* base, const std::atomic<bool>* stop,
     int threads);
+
+// Writes faiss graph `h` over rows [begin, end) as piece file `serial` in
+// `dir` (tmp + fsync + rename) and maps it.
+StatusOr<std::shared_ptr<const Piece>> WritePiece(
+    const std::filesystem::path& dir, uint64_t serial,
+    const shm::SegmentInfo& info, const faiss::HNSW& h, int m, uint64_t begin,
+    uint64_t end);
 
 }  // namespace zv::index
 

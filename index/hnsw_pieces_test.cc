@@ -329,8 +329,9 @@ TEST_F(HnswPiecesTest, ReopenAfterSigkillMapsPiecesWithoutReinserting) {
   EXPECT_EQ(PieceFiles(GenDir()), named);
 }
 
-// An attached reader maps the same pieces and searches the same tail, so its
-// top-k is the writer's; it follows new manifests on Refresh.
+// An attached reader maps the same pieces, so its top-k is the writer's, up
+// to the tail past them: the writer walks its live graph there, the reader
+// scans it exactly. It follows new manifests on Refresh.
 TEST_F(HnswPiecesTest, AttachedReaderSearchesTheSamePieces) {
   data_ = testing::ClusteredVectors(6000, kDim, 30, 13);
   auto c = Create(shm::Metric::kInnerProduct);
@@ -346,11 +347,19 @@ TEST_F(HnswPiecesTest, AttachedReaderSearchesTheSamePieces) {
     auto a = c->Search(q, o);
     auto b = (*attached)->Search(q, o);
     ASSERT_TRUE(a.ok() && b.ok());
+    size_t agree = 0, total = 0;
     for (size_t i = 0; i < a->size(); ++i) {
-      ASSERT_EQ(Ids((*a)[i]), Ids((*b)[i])) << when << " query " << i;
-      for (size_t j = 0; j < (*a)[i].size(); ++j)
-        EXPECT_EQ((*a)[i][j].score, (*b)[i][j].score);
+      ASSERT_EQ((*a)[i].size(), (*b)[i].size()) << when << " query " << i;
+      for (size_t j = 0; j < (*a)[i].size(); ++j) {
+        ++total;
+        for (const Hit& h : (*b)[i]) {
+          if (h.id != (*a)[i][j].id) continue;
+          ++agree;
+          EXPECT_NEAR(h.score, (*a)[i][j].score, 1e-5) << when;
+        }
+      }
     }
+    EXPECT_GE(agree, total * 95 / 100) << when;
   };
   same("after attach");
   // More rows and a merge: the reader sees the new manifest on Refresh.
