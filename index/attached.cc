@@ -71,6 +71,34 @@ class AttachedImpl : public AttachedCollection {
     return SearchSegment(ctx, queries, options);
   }
 
+  AttachedRows Rows() const override {
+    std::shared_lock<RwLock> l(mu_);
+    AttachedRows out;
+    out.mapping = reader_;
+    out.dim = reader_->info().dim;
+    out.row_stride = reader_->info().row_stride;
+    out.rows = rows_;
+    out.blocks = reader_->Blocks(rows_);
+    return out;
+  }
+
+  std::vector<uint8_t> Tombstones() const override {
+    std::shared_lock<RwLock> l(mu_);
+    std::vector<uint8_t> flags(rows_);
+    for (uint64_t row = 0; row < rows_; ++row)
+      flags[row] = reader_->IsTombstoned(row) ? 1 : 0;
+    return flags;
+  }
+
+  std::vector<std::string> Ids() const override {
+    std::shared_lock<RwLock> l(mu_);
+    std::vector<std::string> ids(rows_);
+    for (uint64_t row = 0; row < rows_; ++row) {
+      if (attrs_->present(row)) ids[row] = attrs_->id(row);
+    }
+    return ids;
+  }
+
   Status RefreshLocked() {
     ZV_RETURN_IF_ERROR(store_->CatchUp());
     ZV_ASSIGN_OR_RETURN(auto meta, store_->GetCollection(name_));
@@ -124,7 +152,8 @@ class AttachedImpl : public AttachedCollection {
   std::unique_ptr<MetaStore> store_;
   mutable RwLock mu_;
   CollectionMeta meta_;
-  std::unique_ptr<shm::Reader> reader_;
+  // Shared with the AttachedRows handed out, which keep its mappings alive.
+  std::shared_ptr<shm::Reader> reader_;
   std::unique_ptr<AttributeTable> attrs_;
   std::unique_ptr<AnnIndex> ann_;  // after reader_: destroyed first
   uint64_t rows_ = 0;

@@ -221,6 +221,19 @@ class Database {
       const std::string& name) const = 0;
 };
 
+// The committed rows of an attached collection as of its last Refresh, in
+// place in the segment's read-only mappings (no copy). The segment grows in
+// extents of geometric sizes, so rows come as one block per extent. `mapping`
+// owns the mappings: the pointers stay valid while any copy of it lives, even
+// after the AttachedCollection is destroyed or has moved to a newer generation.
+struct AttachedRows {
+  std::shared_ptr<const shm::SegmentView> mapping;
+  uint32_t dim = 0;
+  uint32_t row_stride = 0;  // floats between consecutive rows (>= dim)
+  uint64_t rows = 0;
+  std::vector<shm::RowBlock> blocks;  // cover rows [0, rows) in order
+};
+
 // A co-located, read-only view of a collection that another process (the
 // server) writes: attaches the segment read-only and opens the meta store as a
 // RocksDB secondary. Searches committed rows as the writer does: an HNSW
@@ -236,6 +249,14 @@ class AttachedCollection {
   virtual CollectionInfo Describe() const = 0;
   virtual StatusOr<std::vector<std::vector<Hit>>> Search(
       std::span<const float> queries, const SearchOptions& options) const = 0;
+  // The rows of the last Refresh, in place (see AttachedRows).
+  virtual AttachedRows Rows() const = 0;
+  // One flag per row of the last Refresh (1: deleted or replaced), read from
+  // the segment's tombstone bits when called.
+  virtual std::vector<uint8_t> Tombstones() const = 0;
+  // The external id of each row of the last Refresh ("" for a row whose
+  // metadata the writer never stored, e.g. one it crashed while writing).
+  virtual std::vector<std::string> Ids() const = 0;
 };
 
 // Collection names: 1..64 chars of [A-Za-z0-9_-], not starting with '-'.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ZeroVec programs with Bazel and packs them into a relocatable folder that
 # runs on a machine with none of Debian's libraries (e.g. the Ubuntu GPU machine):
-#   tools/bundle.sh [--cuda] [--out DIR] [TARGET...]
+#   tools/bundle.sh [--cuda] [--python | --no-python] [--out DIR] [TARGET...]
 # TARGETs are cc_binary / cc_test / sh_test labels or patterns (default
 # //tools:zerovec); --cuda builds with --config=cuda. DIR defaults to
 # dist/zerovec-cuda or dist/zerovec-cpu (git-ignored). Writes DIR and DIR.tar.xz:
@@ -17,22 +17,31 @@
 #                                  with RUNPATH $ORIGIN
 #   DIR/share/zerovec/             the tests' runfiles tree (tests/data, ...) and
 #                                  the default model, models/zerovec-mini
+#   DIR/python/zerovec/            the Python package with its generated gRPC stubs
+#                                  and the attach extension (for CPython 3.11, as
+#                                  built; RUNPATH $ORIGIN/../../lib); put DIR/python
+#                                  on PYTHONPATH. In CPU bundles unless --no-python;
+#                                  in --cuda ones (carried to the GPU machine, whose
+#                                  Python differs) only with --python.
 # Programs never need LD_LIBRARY_PATH: `DIR/bin/zerovec --help`,
 # `DIR/bin/run-test cuda_encoder_test --gtest_brief=1`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: tools/bundle.sh [--cuda] [--out DIR] [TARGET...]" >&2
+  echo "usage: tools/bundle.sh [--cuda] [--python | --no-python] [--out DIR] [TARGET...]" >&2
   exit 2
 }
 
 cuda=0
+python=""
 out=""
 targets=()
 while (($#)); do
   case $1 in
     --cuda) cuda=1 ;;
+    --python) python=1 ;;
+    --no-python) python=0 ;;
     --out)
       (($# >= 2)) || usage
       out=$2
@@ -46,6 +55,7 @@ while (($#)); do
   shift
 done
 ((${#targets[@]})) || targets=(//tools:zerovec)
+[[ -n $python ]] || python=$((!cuda))
 flavour=$([[ $cuda == 1 ]] && echo cuda || echo cpu)
 out=${out:-dist/zerovec-$flavour}
 
@@ -66,8 +76,10 @@ mapfile -t kinds < <(bazel query --output=label_kind \
 labels=()
 for k in "${kinds[@]}"; do labels+=("${k##* }"); done
 
-echo "bundle: building ${labels[*]} (${flavour})"
-bazel build "${BUILD_FLAGS[@]}" "${labels[@]}"
+PY_TARGETS=(//python:zerovec/_attach.so //python:zerovec_py_stubs)
+((python)) || PY_TARGETS=()
+echo "bundle: building ${labels[*]} ${PY_TARGETS[*]} (${flavour})"
+bazel build "${BUILD_FLAGS[@]}" "${labels[@]}" "${PY_TARGETS[@]}"
 bin_dir=$(bazel info "${BAZEL_FLAGS[@]}" bazel-bin 2>/dev/null)
 
 # Assembled in a staging folder beside DIR and moved into place at the end, so
@@ -121,6 +133,16 @@ for k in "${kinds[@]}"; do
     if is_elf "$abs"; then elf_src[$dst]=$abs; fi  # a helper program the test runs
   done <"$bin_dir/$pkg/$name.runfiles_manifest"
 done
+# The Python package: sources, the generated stubs and the extension, whose
+# libraries are fixed up below like the programs'.
+if ((python)); then
+  mkdir -p "$out/python/zerovec/v1"
+  cp python/zerovec/*.py "$out/python/zerovec/"
+  cp python/zerovec/v1/__init__.py "$bin_dir"/python/zerovec/v1/zerovec_pb2*.py \
+    "$out/python/zerovec/v1/"
+  cp -L "$bin_dir/python/zerovec/_attach.so" "$out/python/zerovec/_attach.so"
+  elf_src[$out/python/zerovec/_attach.so]=$bin_dir/python/zerovec/_attach.so
+fi
 # The default model: tools/cli_util.cc looks for it at
 # <dir of the program>/../share/zerovec/models/zerovec-mini.
 rm -rf "$out/share/zerovec/models/zerovec-mini"
@@ -230,6 +252,7 @@ bin/run-test NAME [ARGS]  a test, run from share/zerovec as Bazel would
 lib/                      bundled shared libraries (host provides glibc, libstdc++,
                           libgcc_s, libcuda, libcudart, libcublas, libcublasLt)
 share/zerovec/            tests' runfiles; default model models/zerovec-mini
+python/                   the zerovec Python package (PYTHONPATH=DIR/python; CPython 3.11)
 needs: $glibc, $glibcxx, $cxxabi
 EOF
 

@@ -10,6 +10,7 @@ PACKAGES=(
   libfaiss-dev librocksdb-dev libboost-dev libgtest-dev libgmock-dev libopenblas-dev liblapack-dev
   nlohmann-json3-dev libsimdjson-dev patchelf xz-utils
   python3 python3-grpcio python3-grpc-tools python3-numpy
+  python3-dev pybind11-dev python3-pip python3-setuptools python3-venv
   wordnet-base
 )
 

@@ -1,0 +1,260 @@
+"""A typed client over ZeroVec's gRPC API (proto/zerovec/v1/zerovec.proto).
+
+numpy in and out: vectors go in as any (n, dim) / (dim,) array-like and come
+back as float32 arrays. Every gRPC error becomes a zerovec.errors exception
+carrying the server's message (e.g. InvalidArgumentError("items[0].vector:
+expected 384 values, got 3")).
+"""
+
+import functools
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import grpc
+import numpy as np
+
+from zerovec.errors import ZeroVecError, error_for
+from zerovec.types import CollectionInfo, Filter, Hit, Item
+from zerovec.v1 import zerovec_pb2 as pb
+from zerovec.v1 import zerovec_pb2_grpc as pb_grpc
+
+ArrayLike = Any  # anything np.asarray takes: ndarray, list of floats, ...
+FilterLike = Union[Filter, Mapping[str, Any], None]
+
+_METRICS = {"ip": pb.METRIC_INNER_PRODUCT, "l2": pb.METRIC_L2}
+_METRIC_NAMES = {pb.METRIC_INNER_PRODUCT: "ip", pb.METRIC_L2: "l2",
+                 pb.METRIC_UNSPECIFIED: "ip"}
+
+
+def _rpc(method):
+    """Turns grpc.RpcError into the zerovec.errors class of its status code."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except grpc.RpcError as e:
+            raise error_for(e.code().name, e.details() or "") from None
+
+    return wrapper
+
+
+def _matrix(vectors, what):
+    """A C-contiguous float32 (n, dim) array from an array-like."""
+    a = np.ascontiguousarray(vectors, dtype=np.float32)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if a.ndim != 2:
+        raise ValueError(f"{what}: expected a (n, dim) array, got shape {a.shape}")
+    return a
+
+
+def _filter_pb(value):
+    f = Filter.of(value)
+    return pb.Filter(namespace=f.namespace or "", metadata_equals=f.metadata,
+                     min_timestamp_ms=f.min_timestamp_ms or 0,
+                     max_timestamp_ms=f.max_timestamp_ms or 0)
+
+
+def _hit(h):
+    return Hit(id=h.id, score=h.score, namespace=h.namespace,
+               timestamp_ms=h.timestamp_ms, text=h.text, metadata=dict(h.metadata))
+
+
+def _info(c):
+    return CollectionInfo(name=c.name, dim=c.dim, metric=_METRIC_NAMES[c.metric],
+                          index=c.index, rows=c.rows, live_rows=c.live_rows,
+                          tombstones=c.tombstones, generation=c.generation,
+                          model_max_length=c.model_max_length)
+
+
+def _column(values, n, name):
+    if values is None:
+        return [None] * n
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"{name}: {len(values)} values for {n} ids")
+    return values
+
+
+class Client:
+    """ZeroVec over gRPC: ``Client("127.0.0.1:50051", token=...)``.
+
+    token: the server's --auth-token-file secret, sent as
+    "authorization: Bearer <token>". timeout: seconds for each call (None: none).
+    """
+
+    def __init__(self, target: str = "127.0.0.1:50051", token: Optional[str] = None,
+                 timeout: Optional[float] = None, max_message_bytes: int = 64 << 20):
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        self._channel = grpc.insecure_channel(target, options=options)
+        self._stub = pb_grpc.ZeroVecStub(self._channel)
+        self._metadata = [("authorization", f"Bearer {token}")] if token else None
+        self._timeout = timeout
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, name, request):
+        return getattr(self._stub, name)(request, metadata=self._metadata,
+                                         timeout=self._timeout)
+
+    @_rpc
+    def create_collection(self, name: str, dim: int = 0, metric: str = "ip",
+                          index: str = "Flat") -> CollectionInfo:
+        """dim 0: the server model's dimension. metric "ip" or "l2"."""
+        if metric not in _METRICS:
+            raise ValueError(f"metric: expected 'ip' or 'l2', got {metric!r}")
+        r = self._call("CreateCollection", pb.CreateCollectionRequest(
+            name=name, dim=dim, metric=_METRICS[metric], index=index))
+        return _info(r.collection)
+
+    @_rpc
+    def drop_collection(self, name: str) -> None:
+        self._call("DropCollection", pb.DropCollectionRequest(name=name))
+
+    @_rpc
+    def list_collections(self) -> List[CollectionInfo]:
+        r = self._call("ListCollections", pb.ListCollectionsRequest())
+        return [_info(c) for c in r.collections]
+
+    @_rpc
+    def describe(self, name: str) -> CollectionInfo:
+        return _info(self._call("DescribeCollection",
+                                pb.DescribeCollectionRequest(name=name)))
+
+    @_rpc
+    def upsert(self, collection: str, ids: Sequence[str],
+               texts: Optional[Sequence[str]] = None,
+               vectors: Optional[ArrayLike] = None,
+               namespaces: Optional[Sequence[str]] = None,
+               metadata: Optional[Sequence[Mapping[str, str]]] = None,
+               timestamps: Optional[Sequence[int]] = None,
+               batch_size: int = 1024) -> int:
+        """Inserts or replaces items; returns how many were stored.
+
+        Give texts (embedded by the server's model), vectors ((n, dim)), or both
+        (then the text is stored as given). Sent in batches of batch_size, each
+        all-or-nothing on the server.
+        """
+        ids = list(ids)
+        n = len(ids)
+        texts = _column(texts, n, "texts")
+        namespaces = _column(namespaces, n, "namespaces")
+        metadata = _column(metadata, n, "metadata")
+        timestamps = _column(timestamps, n, "timestamps")
+        rows = None
+        if vectors is not None:
+            rows = _matrix(vectors, "vectors")
+            if rows.shape[0] != n:
+                raise ValueError(f"vectors: {rows.shape[0]} rows for {n} ids")
+        stored = 0
+        for start in range(0, n, batch_size):
+            items = []
+            for i in range(start, min(n, start + batch_size)):
+                item = pb.Item(id=ids[i], text=texts[i] or "",
+                               namespace=namespaces[i] or "",
+                               metadata=metadata[i] or {},
+                               timestamp_ms=timestamps[i] or 0)
+                if rows is not None:
+                    item.vector.extend(rows[i].tolist())
+                items.append(item)
+            r = self._call("Upsert", pb.UpsertRequest(collection=collection,
+                                                      items=items))
+            stored += r.upserted
+        return stored
+
+    @staticmethod
+    def _query(text, vector):
+        if (text is None) == (vector is None):
+            raise ValueError("give exactly one of text= or vector=")
+        if text is not None:
+            return pb.Query(text=text)
+        v = np.asarray(vector, dtype=np.float32).ravel()
+        return pb.Query(vector=pb.Vector(values=v.tolist()))
+
+    @_rpc
+    def search(self, collection: str, text: Optional[str] = None,
+               vector: Optional[ArrayLike] = None, k: int = 10,
+               filter: FilterLike = None, ef_search: int = 0,
+               include_documents: bool = True) -> List[Hit]:
+        """The k nearest items to one query (a text or a vector), best first."""
+        r = self._call("Search", pb.SearchRequest(
+            collection=collection, query=self._query(text, vector), k=k,
+            filter=_filter_pb(filter), include_documents=include_documents,
+            ef_search=ef_search))
+        return [_hit(h) for h in r.hits]
+
+    @_rpc
+    def search_batch(self, collection: str, texts: Optional[Sequence[str]] = None,
+                     vectors: Optional[ArrayLike] = None, k: int = 10,
+                     filter: FilterLike = None, ef_search: int = 0,
+                     include_documents: bool = True) -> List[List[Hit]]:
+        """Several queries in one call: texts, or vectors as (n, dim)."""
+        if (texts is None) == (vectors is None):
+            raise ValueError("give exactly one of texts= or vectors=")
+        if texts is not None:
+            queries = [pb.Query(text=t) for t in texts]
+        else:
+            queries = [pb.Query(vector=pb.Vector(values=v.tolist()))
+                       for v in _matrix(vectors, "vectors")]
+        r = self._call("SearchBatch", pb.SearchBatchRequest(
+            collection=collection, queries=queries, k=k,
+            filter=_filter_pb(filter), include_documents=include_documents,
+            ef_search=ef_search))
+        return [[_hit(h) for h in res.hits] for res in r.results]
+
+    @_rpc
+    def get(self, collection: str, ids: Sequence[str],
+            include_vectors: bool = False) -> List[Item]:
+        """Stored items by id, in request order; unknown ids are skipped."""
+        r = self._call("Get", pb.GetRequest(collection=collection, ids=list(ids),
+                                            include_vectors=include_vectors))
+        return [Item(id=i.id, text=i.text, namespace=i.namespace,
+                     metadata=dict(i.metadata), timestamp_ms=i.timestamp_ms,
+                     vector=np.array(i.vector, dtype=np.float32)
+                     if include_vectors else None)
+                for i in r.items]
+
+    @_rpc
+    def delete(self, collection: str, ids: Sequence[str]) -> int:
+        """Deletes ids; returns how many existed."""
+        return self._call("Delete", pb.DeleteRequest(collection=collection,
+                                                     ids=list(ids))).deleted
+
+    @_rpc
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The server model's vectors for texts, as a float32 (n, dim) array."""
+        r = self._call("Embed", pb.EmbedRequest(texts=list(texts)))
+        out = np.empty((len(r.vectors), r.dim), dtype=np.float32)
+        for i, v in enumerate(r.vectors):
+            out[i] = v.values
+        return out
+
+    @_rpc
+    def stats(self, collection: str = "") -> Dict[str, Any]:
+        """Server and collection statistics as a dict (StatsResponse's fields)."""
+        from google.protobuf.json_format import MessageToDict
+
+        r = self._call("Stats", pb.StatsRequest(collection=collection))
+        out = MessageToDict(r, preserving_proto_field_name=True,
+                            including_default_value_fields=True)
+        out["collections"] = [_info(c) for c in r.collections]
+        return out
+
+    @_rpc
+    def compact(self, collection: str) -> Dict[str, int]:
+        """Rewrites the collection without tombstoned rows; returns the counts."""
+        r = self._call("Compact", pb.CompactRequest(collection=collection))
+        return {"rows_before": r.rows_before, "rows_after": r.rows_after,
+                "tombstones_removed": r.tombstones_removed,
+                "generation": r.generation}
+
+
+__all__ = ["Client", "ZeroVecError"]
