@@ -27,6 +27,10 @@ constexpr size_t kParallelTokenizeMin = 256;
 constexpr int kCudaBatchTokens = 65536;
 constexpr int kCpuBatchTokens = 16384;
 constexpr int kCudaBulkLanes = 2;
+// On the CPU too: one lane tokenizes its next job while the other's shards
+// keep the pool busy (and fill the pool while the other waits on its slowest
+// shard).
+constexpr int kCpuBulkLanes = 2;
 
 struct Job {
   std::vector<std::string> owned;  // Submit's texts (EmbedInto borrows instead)
@@ -225,12 +229,16 @@ class EmbedderImpl : public Embedder {
     }
     if (max_tokens <= 0) max_tokens = kCpuBatchTokens;
     max_tokens = std::max(max_tokens, info_.max_length);
-    auto cpu = std::make_unique<CpuEncoder>(ck_);
+    CpuEncoder::UseSingleThreadedBlas();
+    auto pool = std::make_shared<CpuPool>(options.cpu_threads);
+    auto cpu = std::make_unique<CpuEncoder>(ck_, pool);
     cpu_note_ = cpu->description() + cpu_note_;
     interactive_ =
         std::make_unique<Lane>(std::move(cpu), &tokenizer_, max_tokens);
-    bulk_.push_back(std::make_unique<Lane>(std::make_unique<CpuEncoder>(ck_),
-                                           &tokenizer_, max_tokens));
+    for (int i = 0; i < kCpuBulkLanes; ++i) {
+      bulk_.push_back(std::make_unique<Lane>(
+          std::make_unique<CpuEncoder>(ck_, pool), &tokenizer_, max_tokens));
+    }
     return OkStatus();
   }
 

@@ -1,0 +1,90 @@
+#include "embed/cpu_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace zv::embed {
+
+struct CpuPool::Job {
+  const std::function<void(size_t)>* fn;
+  size_t n;
+  size_t next = 0;  // next task to claim (mu_)
+  size_t done = 0;  // tasks finished (mu_)
+  std::condition_variable finished;
+};
+
+int CpuPool::AvailableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+CpuPool::CpuPool(int threads)
+    : threads_(threads < 1 ? AvailableCores() : threads) {
+  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+CpuPool::~CpuPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+bool CpuPool::Claim(Job* job, size_t* index) {
+  if (job->next >= job->n) return false;
+  *index = job->next++;
+  // The last task claimed: no one else may find the job from here on, so its
+  // owner can return as soon as the claimed tasks are done.
+  if (job->next == job->n) {
+    jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+  }
+  return true;
+}
+
+void CpuPool::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_) return;
+    Job* job = jobs_.front();
+    size_t i;
+    if (!Claim(job, &i)) continue;
+    lock.unlock();
+    (*job->fn)(i);
+    lock.lock();
+    if (++job->done == job->n) job->finished.notify_one();
+  }
+}
+
+void CpuPool::Run(size_t n, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  if (n == 1 || workers_.empty()) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  Job job{&fn, n};
+  std::unique_lock<std::mutex> lock(mu_);
+  jobs_.push_back(&job);
+  // Wake only as many workers as there are tasks besides the caller's first.
+  if (n - 1 >= workers_.size()) {
+    wake_.notify_all();
+  } else {
+    for (size_t k = 0; k + 1 < n; ++k) wake_.notify_one();
+  }
+  size_t i;
+  while (Claim(&job, &i)) {
+    lock.unlock();
+    fn(i);
+    lock.lock();
+    ++job.done;
+  }
+  job.finished.wait(lock, [&] { return job.done == job.n; });
+}
+
+}  // namespace zv::embed
