@@ -189,7 +189,7 @@ Status CpuEncoder::Encode(const TokenBatch& batch,
   if (pool_) {
     pool_->Run(shards, run);
   } else {
-    run(0);
+    for (size_t j = 0; j < shards; ++j) run(j);
   }
   return OkStatus();
 }

@@ -24,7 +24,7 @@ int CpuPool::AvailableCores() {
 
 CpuPool::CpuPool(int threads)
     : threads_(threads < 1 ? AvailableCores() : threads) {
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+  for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
 }
 
 CpuPool::~CpuPool() {
@@ -64,25 +64,14 @@ void CpuPool::Work() {
 
 void CpuPool::Run(size_t n, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
-  if (n == 1 || workers_.empty()) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
   Job job{&fn, n};
   std::unique_lock<std::mutex> lock(mu_);
   jobs_.push_back(&job);
-  // Wake only as many workers as there are tasks besides the caller's first.
-  if (n - 1 >= workers_.size()) {
+  // Wake only as many workers as there are tasks.
+  if (n >= workers_.size()) {
     wake_.notify_all();
   } else {
-    for (size_t k = 0; k + 1 < n; ++k) wake_.notify_one();
-  }
-  size_t i;
-  while (Claim(&job, &i)) {
-    lock.unlock();
-    fn(i);
-    lock.lock();
-    ++job.done;
+    for (size_t k = 0; k < n; ++k) wake_.notify_one();
   }
   job.finished.wait(lock, [&] { return job.done == job.n; });
 }

@@ -18,9 +18,10 @@ namespace zv::embed {
 
 class CpuPool {
  public:
-  // `threads` computing threads in all: the caller of Run is one of them, so
-  // threads - 1 workers are started. `threads` < 1 means all cores this
-  // process may run on (its CPU affinity mask).
+  // Starts `threads` workers; < 1 means all cores this process may run on
+  // (its CPU affinity mask). Tasks run on the workers only, never on Run's
+  // caller, so however many threads call Run (an embedder's lanes), at most
+  // `threads` tasks compute at once.
   explicit CpuPool(int threads);
   ~CpuPool();
   CpuPool(const CpuPool&) = delete;
@@ -28,9 +29,9 @@ class CpuPool {
 
   int threads() const { return threads_; }
 
-  // Runs fn(0) .. fn(n - 1) on the workers and the calling thread; returns
-  // when all are done. Several threads may call Run at once (their tasks
-  // share the workers, first come first served).
+  // Runs fn(0) .. fn(n - 1) on the workers; returns when all are done.
+  // Several threads may call Run at once (their tasks share the workers,
+  // first come first served).
   void Run(size_t n, const std::function<void(size_t)>& fn);
 
   // Cores in this process's affinity mask (at least 1).
