@@ -42,7 +42,9 @@ std::vector<size_t> ShardCuts(const TokenBatch& batch, size_t max_shards) {
 
 CpuEncoder::CpuEncoder(std::shared_ptr<const Checkpoint> checkpoint,
                        std::shared_ptr<CpuPool> pool)
-    : ck_(std::move(checkpoint)), pool_(std::move(pool)) {}
+    : ck_(std::move(checkpoint)), pool_(std::move(pool)) {
+  if (pool_) UseSingleThreadedBlas();
+}
 
 void CpuEncoder::UseSingleThreadedBlas() {
   static std::once_flag once;

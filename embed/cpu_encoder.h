@@ -17,7 +17,8 @@ namespace zv::embed {
 class CpuEncoder : public Encoder {
  public:
   // `pool` may be shared by several encoders (tasks queue first come first
-  // served); null runs everything on the calling thread.
+  // served); null runs everything on the calling thread. With a pool, BLAS is
+  // made single-threaded (UseSingleThreadedBlas).
   CpuEncoder(std::shared_ptr<const Checkpoint> checkpoint,
              std::shared_ptr<CpuPool> pool = nullptr);
 

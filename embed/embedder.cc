@@ -233,7 +233,6 @@ class EmbedderImpl : public Embedder {
     }
     if (max_tokens <= 0) max_tokens = kCpuBatchTokens;
     max_tokens = std::max(max_tokens, info_.max_length);
-    CpuEncoder::UseSingleThreadedBlas();
     auto pool = std::make_shared<CpuPool>(options.cpu_threads);
     auto cpu = std::make_unique<CpuEncoder>(ck_, pool);
     cpu_note_ = cpu->description() + cpu_note_;
