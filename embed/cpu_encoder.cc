@@ -15,11 +15,13 @@ namespace {
 // more to OpenBLAS's per-call overhead than another core wins back.
 constexpr size_t kMinShardTokens = 128;
 
-// y[T, N] = x[T, K] * w[N, K]^T (torch.nn.Linear without its bias).
+// y[T, N] = beta * y + x[T, K] * w[N, K]^T (torch.nn.Linear without its
+// bias). beta 1 adds onto what y holds (a residual) and spares OpenBLAS its
+// pass zeroing y.
 void MatMulT(const float* x, int t, int k, const std::vector<float>& w, int n,
-             float* y) {
+             float beta, float* y) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k,
-              w.data(), k, 0.0f, y, n);
+              w.data(), k, beta, y, n);
 }
 
 // Cut points splitting the sequences into at most `max_shards` contiguous
@@ -116,7 +118,6 @@ void CpuEncoder::EncodeShard(const TokenBatch& batch, size_t first, size_t last,
   };
   grow(s.x, size_t(t) * h);
   grow(s.ctx, size_t(t) * h);
-  grow(s.tmp, size_t(t) * h);
   grow(s.qkv, size_t(t) * 3 * h);
   grow(s.ffn, size_t(t) * f);
 
@@ -140,16 +141,17 @@ void CpuEncoder::EncodeShard(const TokenBatch& batch, size_t first, size_t last,
       std::copy(l.qkv_b.begin(), l.qkv_b.end(),
                 s.qkv.data() + size_t(r) * 3 * h);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, 3 * h, h, 1.0f,
-                s.x.data(), h, l.qkv_w.data(), h, 1.0f, s.qkv.data(), 3 * h);
+    MatMulT(s.x.data(), t, h, l.qkv_w, 3 * h, 1.0f, s.qkv.data());
     Attention(batch, first, last, s);
-    MatMulT(s.ctx.data(), t, h, l.attn_out_w, h, s.tmp.data());
-    cpu::AddLayerNorm(s.x.data(), s.tmp.data(), l.attn_out_b.data(), t, h,
+    // The output projections accumulate onto the residual stream x itself;
+    // their bias goes in with the LayerNorm that follows.
+    MatMulT(s.ctx.data(), t, h, l.attn_out_w, h, 1.0f, s.x.data());
+    cpu::AddLayerNorm(s.x.data(), nullptr, l.attn_out_b.data(), t, h,
                       l.ln1_g.data(), l.ln1_b.data(), c.layer_norm_eps);
-    MatMulT(s.x.data(), t, h, l.ffn_in_w, f, s.ffn.data());
+    MatMulT(s.x.data(), t, h, l.ffn_in_w, f, 0.0f, s.ffn.data());
     cpu::BiasGelu(s.ffn.data(), l.ffn_in_b.data(), t, f);
-    MatMulT(s.ffn.data(), t, f, l.ffn_out_w, h, s.tmp.data());
-    cpu::AddLayerNorm(s.x.data(), s.tmp.data(), l.ffn_out_b.data(), t, h,
+    MatMulT(s.ffn.data(), t, f, l.ffn_out_w, h, 1.0f, s.x.data());
+    cpu::AddLayerNorm(s.x.data(), nullptr, l.ffn_out_b.data(), t, h,
                       l.ln2_g.data(), l.ln2_b.data(), c.layer_norm_eps);
   }
 

@@ -31,10 +31,10 @@ class CpuEncoder : public Encoder {
   static void UseSingleThreadedBlas();
 
  private:
-  // Activations of one shard, grown to the largest shard seen: [T, H] x3,
+  // Activations of one shard, grown to the largest shard seen: [T, H] x2,
   // [T, 3H], [T, I], [L, L].
   struct Scratch {
-    std::vector<float> x, qkv, ctx, tmp, ffn, scores;
+    std::vector<float> x, qkv, ctx, ffn, scores;
   };
   // Sequences [first, last) of `batch`, pooled into rows[first, last).
   void EncodeShard(const TokenBatch& batch, size_t first, size_t last,
