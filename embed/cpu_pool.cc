@@ -3,6 +3,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 namespace zv::embed {
 
@@ -14,12 +17,28 @@ struct CpuPool::Job {
   std::condition_variable finished;
 };
 
+namespace {
+
+// The cgroup v2 CPU quota in cores, rounded up (a container limited to 16
+// cores of a 192-core host sees all 192 in its affinity mask); 0 if none.
+int CgroupCores() {
+  std::ifstream in("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  long period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  const long q = std::atol(quota.c_str());
+  return q > 0 ? static_cast<int>((q + period - 1) / period) : 0;
+}
+
+}  // namespace
+
 int CpuPool::AvailableCores() {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    return std::max(1, CPU_COUNT(&set));
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (const int quota = CgroupCores(); quota > 0)
+    cores = std::min(cores, quota);
+  return std::max(1, cores);
 }
 
 CpuPool::CpuPool(int threads)

@@ -18,10 +18,9 @@ namespace zv::embed {
 
 class CpuPool {
  public:
-  // Starts `threads` workers; < 1 means all cores this process may run on
-  // (its CPU affinity mask). Tasks run on the workers only, never on Run's
-  // caller, so however many threads call Run (an embedder's lanes), at most
-  // `threads` tasks compute at once.
+  // Starts `threads` workers; < 1 means AvailableCores(). Tasks run on the
+  // workers only, never on Run's caller, so however many threads call Run (an
+  // embedder's lanes), at most `threads` tasks compute at once.
   explicit CpuPool(int threads);
   ~CpuPool();
   CpuPool(const CpuPool&) = delete;
@@ -34,7 +33,8 @@ class CpuPool {
   // first come first served).
   void Run(size_t n, const std::function<void(size_t)>& fn);
 
-  // Cores in this process's affinity mask (at least 1).
+  // Cores this process may use: its affinity mask, capped by a cgroup v2 CPU
+  // quota (at least 1).
   static int AvailableCores();
 
  private:

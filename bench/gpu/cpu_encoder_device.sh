@@ -69,7 +69,7 @@ PY
 
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
-  echo "cores $CORES; $(grep -m1 'model name' /proc/cpuinfo)"
+  echo "cores $CORES; $(grep -m1 'model name' /proc/cpuinfo); cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null)"
   echo "bundle $TAR: $(du -sh "$B" | cut -f1); CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES'"
   python3 -c 'import torch; print("torch", torch.__version__)' 2>&1
 } | tee "$SUM"
