@@ -3,11 +3,12 @@
 // vectors it made (for the cosine check against PyTorch).
 //
 //   cpu_embed_bench --model DIR --texts FILE --out JSON [--vectors-out F32FILE]
-//                   [--batches 1,32] [--reps 7] [--warmup 2]
+//                   [--batches 1,32] [--reps 7] [--warmup 2] [--threads N]
 //
 // FILE holds one text a line. One rep embeds every text of FILE once, in
 // consecutive batches of the given size; the figure is the median rep time.
-// Threads: OPENBLAS_NUM_THREADS / OMP_NUM_THREADS from the environment.
+// Threads: --threads N (the CPU encoder's pool; BLAS runs single-threaded in
+// it), else OPENBLAS_NUM_THREADS from the environment, else every core.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   zv::embed::EmbedderOptions opt;
   opt.model_dir = model;
   opt.device = zv::embed::DevicePreference::kCpu;
+  const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  opt.cpu_threads =
+      std::stoi(Arg(argc, argv, "threads", env_threads ? env_threads : "0"));
   auto emb = zv::embed::Embedder::Create(opt);
   if (!emb.ok()) {
     std::fprintf(stderr, "%s\n", emb.status().ToString().c_str());

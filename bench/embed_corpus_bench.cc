@@ -5,7 +5,8 @@
 // or index: the ceiling `zerovec build` is measured against.
 //
 //   embed_corpus_bench --input passages.jsonl [--model DIR] [--device cuda]
-//       [--chunk 16384] [--limit N] [--repeat 2]
+//       [--chunk 16384] [--limit N] [--repeat 2] [--threads N]
+// --threads: the CPU encoder's threads (default: every core).
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: embed_corpus_bench --input FILE [--model DIR] "
                  "[--device auto|cpu|cuda[:N]] [--chunk 16384] [--limit N] "
-                 "[--repeat 2]\n");
+                 "[--repeat 2] [--threads N]\n");
     return 2;
   }
   const std::string model =
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options->model_dir = model;
+  if (kv.count("--threads")) options->cpu_threads = std::stoi(kv["--threads"]);
   auto embedder = zv::embed::Embedder::Create(*options);
   if (!embedder.ok()) {
     std::fprintf(stderr, "%s\n", embedder.status().message().c_str());

@@ -19,8 +19,8 @@ cosine >= 0.999 with torch's.
 One rep embeds all texts once in consecutive batches of the batch size (so batch 1
 and batch 32 do the same work); the figure is the median of --reps reps after two
 warm-up reps. The C++ time includes its tokenizer, the torch time does not (ids are
-prepared outside the timed region). Threads: OPENBLAS_NUM_THREADS/OMP_NUM_THREADS
-for C++ (OpenBLAS), torch.set_num_threads for torch.
+prepared outside the timed region). Threads: cpu_embed_bench --threads for C++ (its
+pool; OpenBLAS single-threaded inside it), torch.set_num_threads for torch.
 
 Prints a markdown table (and writes it to --out).
 """
@@ -158,7 +158,7 @@ def main():
         load = os.getloadavg()
         subprocess.check_call([args.bin, "--model", model, "--texts", texts_path, "--out", cpp_json,
                                "--vectors-out", vec_path, "--batches", args.batches,
-                               "--reps", str(args.reps)], env=env)
+                               "--reps", str(args.reps), "--threads", str(threads)], env=env)
         cpp = json.load(open(cpp_json))
         torch.set_num_threads(threads)
         with torch.inference_mode():

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "embed/embedder.h"
 #include "embed/testing/test_checkpoint.h"
@@ -148,6 +150,62 @@ TEST(CpuEncoderTest, MatchesNaiveReferenceInOnePackedBatch) {
       EXPECT_NEAR(norm, 1.0, 1e-5);  // Normalize module present
     }
   }
+}
+
+// A batch split into shards across a pool's threads gives each sequence the
+// vector it gets alone on one thread, and matches the naive reference.
+TEST(CpuEncoderTest, ShardedBatchMatchesOneThread) {
+  auto ck = Load({});
+  auto tok = Tokenizer::Create(ck->vocab, ck->tokenizer_options);
+  ASSERT_TRUE(tok.ok());
+  const char* words[] = {"the",  "quick", "brown", "fox",    "jumps",  "over",
+                         "lazy", "dog",   "hello", "vector", "search", "data"};
+  TokenBatch batch;
+  std::vector<std::vector<int32_t>> ids;
+  for (int i = 0; i < 90; ++i) {
+    std::string text;
+    for (int w = 0; w < 3 + i % 17; ++w)
+      text += std::string(words[(i + 5 * w) % 12]) + " ";
+    ids.push_back(tok->Encode(text));
+    batch.Add(ids.back());
+  }
+  ASSERT_GT(batch.ids.size(), 4 * 128u);  // enough tokens for several shards
+  auto run = [&](std::shared_ptr<CpuPool> pool) {
+    std::vector<std::vector<float>> out(ids.size(), std::vector<float>(32));
+    std::vector<float*> rows;
+    for (auto& r : out) rows.push_back(r.data());
+    CpuEncoder enc(ck, pool);
+    EXPECT_TRUE(enc.Encode(batch, rows).ok());
+    EXPECT_TRUE(enc.Encode(batch, rows).ok());  // scratch reused
+    return out;
+  };
+  const auto one = run(nullptr);
+  const auto four = run(std::make_shared<CpuPool>(4));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_GT(Cosine(one[i].data(), four[i].data(), 32), 0.999999) << i;
+    if (i % 10 == 0) {
+      std::vector<float> want = NaiveBert(*ck, ids[i]);
+      EXPECT_GT(Cosine(four[i].data(), want.data(), 32), 0.99999) << i;
+    }
+  }
+}
+
+TEST(CpuPoolTest, RunsEveryTaskOnceFromSeveralCallers) {
+  CpuPool pool(3);
+  EXPECT_EQ(pool.threads(), 3);
+  std::vector<std::atomic<int>> hits(200);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 20; ++round) {
+        pool.Run(50, [&](size_t i) { hits[c * 50 + i].fetch_add(1); });
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (auto& h : hits) EXPECT_EQ(h.load(), 20);
+  EXPECT_GE(CpuPool::AvailableCores(), 1);
+  EXPECT_EQ(CpuPool(0).threads(), CpuPool::AvailableCores());
 }
 
 TEST(CpuEncoderTest, RejectsOutOfVocabularyIds) {

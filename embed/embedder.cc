@@ -27,6 +27,10 @@ constexpr size_t kParallelTokenizeMin = 256;
 constexpr int kCudaBatchTokens = 65536;
 constexpr int kCpuBatchTokens = 16384;
 constexpr int kCudaBulkLanes = 2;
+// On the CPU too: one lane tokenizes its next job while the other's shards
+// keep the pool busy (and fill the pool while the other waits on its slowest
+// shard).
+constexpr int kCpuBulkLanes = 2;
 
 struct Job {
   std::vector<std::string> owned;  // Submit's texts (EmbedInto borrows instead)
@@ -40,11 +44,13 @@ struct Job {
 // scratch).
 class Lane {
  public:
+  // Large jobs are tokenized on up to `tokenize_threads` threads.
   Lane(std::unique_ptr<Encoder> encoder, const Tokenizer* tokenizer,
-       int max_batch_tokens)
+       int max_batch_tokens, int tokenize_threads = 8)
       : encoder_(std::move(encoder)),
         tokenizer_(tokenizer),
         max_batch_tokens_(max_batch_tokens),
+        tokenize_threads_(tokenize_threads),
         thread_([this] { Run(); }) {}
 
   ~Lane() {
@@ -110,7 +116,8 @@ class Lane {
     const size_t workers =
         n < kParallelTokenizeMin
             ? 1
-            : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+            : std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
+                                 tokenize_threads_);
     if (workers == 1) {
       tokenize(0, 1);
     } else {
@@ -159,6 +166,7 @@ class Lane {
   std::unique_ptr<Encoder> encoder_;
   const Tokenizer* tokenizer_;
   const int max_batch_tokens_;
+  const size_t tokenize_threads_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
@@ -225,12 +233,18 @@ class EmbedderImpl : public Embedder {
     }
     if (max_tokens <= 0) max_tokens = kCpuBatchTokens;
     max_tokens = std::max(max_tokens, info_.max_length);
-    auto cpu = std::make_unique<CpuEncoder>(ck_);
+    auto pool = std::make_shared<CpuPool>(options.cpu_threads);
+    auto cpu = std::make_unique<CpuEncoder>(ck_, pool);
     cpu_note_ = cpu->description() + cpu_note_;
-    interactive_ =
-        std::make_unique<Lane>(std::move(cpu), &tokenizer_, max_tokens);
-    bulk_.push_back(std::make_unique<Lane>(std::make_unique<CpuEncoder>(ck_),
-                                           &tokenizer_, max_tokens));
+    // Tokenizing stays within the cores given too.
+    const int tokenize_threads = std::min(8, pool->threads());
+    interactive_ = std::make_unique<Lane>(std::move(cpu), &tokenizer_,
+                                          max_tokens, tokenize_threads);
+    for (int i = 0; i < kCpuBulkLanes; ++i) {
+      bulk_.push_back(
+          std::make_unique<Lane>(std::make_unique<CpuEncoder>(ck_, pool),
+                                 &tokenizer_, max_tokens, tokenize_threads));
+    }
     return OkStatus();
   }
 

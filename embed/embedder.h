@@ -34,6 +34,9 @@ struct EmbedderOptions {
   // memory); 0 picks by device: 65536 on CUDA (large GEMMs keep the GPU busy),
   // 16384 on the CPU.
   int max_batch_tokens = 0;
+  // Threads the CPU encoder computes on (one pool shared by its lanes; BLAS
+  // runs single-threaded inside it); 0: every core this process may use.
+  int cpu_threads = 0;
 };
 
 // Parses a --device value: "auto", "cpu", "cuda" or "cuda:N".

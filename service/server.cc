@@ -136,6 +136,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions eo,
                         embed::ParseDevice(options.device));
     eo.model_dir = options.model_dir;
+    eo.cpu_threads = options.cpu_threads;
     auto created = embed::Embedder::Create(eo);
     if (!created.ok())
       return created.status().WithContext("model " +

@@ -45,6 +45,9 @@ struct ServerOptions {
   // "auto", "cpu", "cuda" or "cuda:N" (embed::ParseDevice). auto: CUDA when
   // this build has it and a GPU is present, else the CPU.
   std::string device = "auto";
+  // Threads of the CPU encoder (embed::EmbedderOptions::cpu_threads); 0: all
+  // cores this process may use.
+  int cpu_threads = 0;
   // When set, every RPC but health needs "authorization: Bearer <token>".
   std::optional<std::string> auth_token;
   // Shares the data dir with this Unix group (index::DatabaseOptions::group).

@@ -572,6 +572,9 @@ Status Build(const Flags& flags, BuildStats* stats,
                       InputKindOf(input, flags.Get("format", "auto")));
   ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions device,
                       embed::ParseDevice(flags.Get("device", "auto")));
+  ZV_ASSIGN_OR_RETURN(const int64_t threads,
+                      flags.GetInt("threads", 0, 0, 4096));
+  device.cpu_threads = static_cast<int>(threads);
   const bool vector_file = kind == InputKind::kNpy || kind == InputKind::kFvecs;
   if (flags.Has("ids") && !vector_file) {
     return InvalidArgumentError("--ids: only with .npy or .fvecs input");
@@ -755,7 +758,7 @@ int RunBuild(const std::vector<std::string>& args) {
   auto flags =
       Flags::Parse(args,
                    {"data", "collection", "input", "model", "index", "batch",
-                    "format", "device", "ids", "inflight", "group"},
+                    "format", "device", "ids", "inflight", "group", "threads"},
                    {"chunk-long-texts"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;

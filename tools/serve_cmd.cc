@@ -21,6 +21,9 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   options->listen = flags.Get("listen", kDefaultListen);
   options->device = flags.Get("device", "auto");
   ZV_RETURN_IF_ERROR(embed::ParseDevice(options->device).status());
+  ZV_ASSIGN_OR_RETURN(const int64_t threads,
+                      flags.GetInt("threads", 0, 0, 4096));
+  options->cpu_threads = static_cast<int>(threads);
   ZV_ASSIGN_OR_RETURN(const std::string model, ResolveModelDir(flags));
   options->model_dir = model;  // empty: --model none, vector requests only
   service::Limits& l = options->limits;
@@ -69,7 +72,7 @@ int RunServe(const std::vector<std::string>& args) {
       {"data", "listen", "model", "device", "auth-token-file", "port-file",
        "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
        "max-concurrent-requests", "shutdown-grace-s", "compact-tombstones",
-       "compact-min-rows", "group"},
+       "compact-min-rows", "group", "threads"},
       {});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;

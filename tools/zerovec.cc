@@ -20,7 +20,7 @@ constexpr Command kCommands[] = {
      R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
-          [--inflight N] [--chunk-long-texts]
+          [--inflight N] [--threads N] [--chunk-long-texts]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -28,6 +28,7 @@ constexpr Command kCommands[] = {
           bad line stops it with file:line, keeping what came before.
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
+          --threads: cores the CPU encoder uses (default 0: all of them).
           Texts longer than the model's window (max_length tokens, 128 for
           zerovec-mini) are embedded from their start only; the closing lines
           say how many. --chunk-long-texts (off by default) stores such a text
@@ -42,8 +43,9 @@ constexpr Command kCommands[] = {
           [--max-batch N] [--max-k N] [--max-text-bytes N]
           [--max-message-bytes N] [--max-concurrent-requests N]
           [--compact-tombstones F] [--compact-min-rows N]
-          [--shutdown-grace-s N] [--group NAME]
+          [--shutdown-grace-s N] [--group NAME] [--threads N]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
+          --threads: cores the CPU encoder uses (default 0: all of them).
           --compact-tombstones F: compact a collection in the background once
           a fraction F (0..1) of its rows is tombstoned (deleted or replaced)
           and it has at least --compact-min-rows rows (default 1000); 0 (the

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 PASSAGES=${1:-.corpus/passages.jsonl}
 mkdir -p .device
 tools/bundle.sh --cuda --out dist/zerovec-cuda //tools:zerovec \
-  //bench:embed_corpus_bench //bench:search_load //embed:cuda_encoder_test \
+  //bench:embed_corpus_bench //bench:cpu_embed_bench //bench:search_load //embed:cuda_encoder_test \
   //embed:segment_sink_test //tests/gpu:e2e_test
 tar -cJf .device/zerovec-cuda.tar.xz --exclude='share/zerovec/models' \
   -C dist zerovec-cuda
