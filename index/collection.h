@@ -100,6 +100,7 @@ struct CollectionInfo {
   // (DatabaseOptions::gpu), and the device bytes the mirror holds.
   bool gpu_mirrored = false;
   uint64_t gpu_mirror_bytes = 0;
+  uint64_t gpu_searches = 0;  // Search calls answered on the GPU, ever
 };
 
 // What one Compact() did.

@@ -235,6 +235,7 @@ CollectionInfo CollectionImpl::Describe() const {
   info.segment_dir = g_->dir;
   info.gpu_mirrored = g_->mirror != nullptr;
   if (g_->mirror) info.gpu_mirror_bytes = g_->mirror->charged_bytes();
+  info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
   return info;
 }
 
@@ -565,6 +566,7 @@ StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
   ctx.rows = g_->writer->committed();
   ctx.ann = g_->ann.get();
   ctx.gpu = g_->mirror.get();
+  ctx.gpu_searches = &gpu_searches_;
   ctx.ann_params = ann_params_;
   if (options.ef_search > 0) ctx.ann_params.hnsw_ef_search = options.ef_search;
   ctx.store = store_.get();

@@ -12,6 +12,7 @@
 #ifndef ZEROVEC_INDEX_COLLECTION_IMPL_H_
 #define ZEROVEC_INDEX_COLLECTION_IMPL_H_
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -127,6 +128,7 @@ class CollectionImpl : public Collection {
   IndexKind kind_;
   AnnSearchParams ann_params_;
   std::shared_ptr<GpuBudget> gpu_;  // set once by EnableGpu, before serving
+  mutable std::atomic<uint64_t> gpu_searches_{0};
 
   std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)
   mutable RwLock mu_;    // readers vs. publication of rows/extents/index

@@ -29,6 +29,7 @@ bool SearchOnGpu(const SearchContext& ctx, const float* q, size_t nq,
   TopK gpu_top(top->nq, top->k, top->metric);
   if (!ctx.gpu->Search(q, nq, rows, &gpu_top).ok()) return false;
   *top = std::move(gpu_top);
+  if (ctx.gpu_searches) ctx.gpu_searches->fetch_add(1);
   return true;
 }
 

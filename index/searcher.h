@@ -4,6 +4,7 @@
 #ifndef ZEROVEC_INDEX_SEARCHER_H_
 #define ZEROVEC_INDEX_SEARCHER_H_
 
+#include <atomic>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct SearchContext {
   const AnnIndex* ann = nullptr;  // null: exact only
   // Rows [0, rows) on the GPU: searched there exactly instead of ann / flat.
   const GenerationMirror* gpu = nullptr;
+  std::atomic<uint64_t>* gpu_searches = nullptr;  // counts them when set
   AnnSearchParams ann_params;
   const MetaStore* store = nullptr;  // for documents
   std::string collection;

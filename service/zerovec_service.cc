@@ -36,6 +36,7 @@ void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_generation(info.generation);
   out->set_gpu_mirrored(info.gpu_mirrored);
   out->set_gpu_mirror_bytes(info.gpu_mirror_bytes);
+  out->set_gpu_searches(info.gpu_searches);
 }
 
 index::Filter ToFilter(const pb::Filter& f) {
