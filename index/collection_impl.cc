@@ -215,6 +215,7 @@ void CollectionImpl::MarkDropped() {
     std::unique_lock<RwLock> l(mu_);
     dropped_ = true;
     if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
+    if (g_) g_->mirror.reset();        // its device memory back to the budget
   }
   // Stops the piece builder before the files go, outside the locks: a build
   // may be finishing its file.
