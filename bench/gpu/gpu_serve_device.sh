@@ -45,9 +45,9 @@ step() { # step NAME MAX_SECONDS CMD...: log in $OUT/NAME.log
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
 } | tee "$SUM"
-step gpu_serve_test 60 "$B/bin/run-test" gpu_serve_test --gtest_brief=1
-step serve_1m 120 "$B/bin/gpu_serve_bench" --zerovec "$B/bin/zerovec" \
-  --rows 1000000 --clients 1,16,64,256 --seconds 4 --window-us 500
+step gpu_serve_test 50 "$B/bin/run-test" gpu_serve_test --gtest_brief=1
+step serve_1m 80 "$B/bin/gpu_serve_bench" --zerovec "$B/bin/zerovec" \
+  --rows 1000000 --clients 1,16,64,256 --seconds 3 --window-us 500
 if [[ $TENM == 1 ]]; then
   step restart_10m 150 "$B/bin/gpu_serve_bench" --zerovec "$B/bin/zerovec" \
     --rows 10000000 --restart-only --window-us 500
