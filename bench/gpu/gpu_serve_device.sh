@@ -16,6 +16,7 @@ set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-280}
 TENM=${2:-1}
+SECS=${SECS:-3}  # seconds per client count
 OUT=${OUT:-/tmp/gpuserve_out}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUNDLE_TAR=${BUNDLE_TAR:-.device-gpuserve/bundle.tar.xz}
@@ -47,7 +48,7 @@ step() { # step NAME MAX_SECONDS CMD...: log in $OUT/NAME.log
 } | tee "$SUM"
 step gpu_serve_test 50 "$B/bin/run-test" gpu_serve_test --gtest_brief=1
 step serve_1m 80 "$B/bin/gpu_serve_bench" --zerovec "$B/bin/zerovec" \
-  --rows 1000000 --clients 1,16,64,256 --seconds 3 --window-us 500
+  --rows 1000000 --clients 1,16,64,256 --seconds "$SECS" --window-us 500
 if [[ $TENM == 1 ]]; then
   step restart_10m 150 "$B/bin/gpu_serve_bench" --zerovec "$B/bin/zerovec" \
     --rows 10000000 --restart-only --window-us 500
