@@ -30,6 +30,10 @@ constexpr uint32_t kDim = 64;
 // Over the searcher's selective-filter limit (4096 matching rows, answered by
 // a CPU scan of just those), so filtered searches take the GPU too.
 constexpr int kRows = 20000;
+// Each mirror's charge includes four searches' scratch at a batch of 1,024
+// (~0.6 GB each: score tile and candidates), so a budget for one small
+// collection still needs a few GB.
+constexpr uint64_t kBudget = 8ull << 30;
 
 #define SKIP_WITHOUT_GPU()                                          \
   if (!gpusearch::BuiltWithCuda() || gpusearch::DeviceCount() == 0) \
@@ -38,6 +42,12 @@ constexpr int kRows = 20000;
 struct Logged {
   std::mutex mu;
   std::vector<std::string> lines;
+  std::string All() {
+    std::lock_guard<std::mutex> l(mu);
+    std::string out;
+    for (const auto& line : lines) out += line + "\n";
+    return out;
+  }
   bool Has(const std::string& s) {
     std::lock_guard<std::mutex> l(mu);
     for (const auto& line : lines)
@@ -211,11 +221,11 @@ TEST(GpuServeTest, MirrorFollowsUpsertsDeletesAndCompaction) {
   SKIP_WITHOUT_GPU();
   const auto data = MakeTempDir("gpu_serve");
   Logged logged;
-  RunningServer s = StartServer(GpuOptions(data, 1ull << 30, 0, &logged));
+  RunningServer s = StartServer(GpuOptions(data, kBudget, 0, &logged));
   ASSERT_NE(s.server, nullptr);
   Create(s, "vec", kDim);
   UpsertRange(s, 0, kRows, "");
-  ASSERT_TRUE(Describe(s, "vec").gpu_mirrored()) << logged.lines.size();
+  ASSERT_TRUE(Describe(s, "vec").gpu_mirrored()) << logged.All();
   EXPECT_TRUE(logged.Has("'vec' mirrored on the GPU"));
   uint64_t before = GpuSearches(s);
   CheckAgainstCpu(s, data, "after upserts");
@@ -260,7 +270,7 @@ TEST(GpuServeTest, MirrorFollowsUpsertsDeletesAndCompaction) {
 
   // Restart: the mirror is rebuilt from the segment.
   s = RunningServer();
-  s = StartServer(GpuOptions(data, 1ull << 30, 0, &logged));
+  s = StartServer(GpuOptions(data, kBudget, 0, &logged));
   ASSERT_NE(s.server, nullptr);
   EXPECT_TRUE(Describe(s, "vec").gpu_mirrored());
   CheckAgainstCpu(s, data, "after restart");
@@ -270,10 +280,11 @@ TEST(GpuServeTest, CoalescedSearchesEqualTheCpu) {
   SKIP_WITHOUT_GPU();
   const auto data = MakeTempDir("gpu_coalesce");
   Logged logged;
-  RunningServer s = StartServer(GpuOptions(data, 1ull << 30, 1000, &logged));
+  RunningServer s = StartServer(GpuOptions(data, kBudget, 1000, &logged));
   ASSERT_NE(s.server, nullptr);
   Create(s, "vec", kDim);
   UpsertRange(s, 0, kRows, "");
+  ASSERT_TRUE(Describe(s, "vec").gpu_mirrored()) << logged.All();
   CheckAgainstCpu(s, data, "coalescing, 1 client");
   CheckAgainstCpu(s, data, "coalescing, 48 clients", 48);
   grpc::ClientContext ctx;
@@ -284,7 +295,7 @@ TEST(GpuServeTest, CoalescedSearchesEqualTheCpu) {
   EXPECT_LT(stats.gpu_batches(), stats.gpu_batched_queries());
   // Off: the same answers.
   s = RunningServer();
-  s = StartServer(GpuOptions(data, 1ull << 30, 0, &logged));
+  s = StartServer(GpuOptions(data, kBudget, 0, &logged));
   ASSERT_NE(s.server, nullptr);
   CheckAgainstCpu(s, data, "coalescing off, 48 clients", 48);
 }
@@ -294,7 +305,7 @@ TEST(GpuServeTest, TextQueriesEqualTheCpu) {
   if (testing::BundledModelDir().empty()) GTEST_SKIP() << "no bundled model";
   const auto data = MakeTempDir("gpu_text");
   Logged logged;
-  RunningServer s = StartServer(GpuOptions(data, 1ull << 30, 500, &logged));
+  RunningServer s = StartServer(GpuOptions(data, kBudget, 500, &logged));
   ASSERT_NE(s.server, nullptr);
   const std::vector<float> probe = Embed(s, "probe");
   Create(s, "txt", static_cast<uint32_t>(probe.size()));
@@ -311,7 +322,7 @@ TEST(GpuServeTest, TextQueriesEqualTheCpu) {
   }
   pb::UpsertResponse resp;
   ASSERT_TRUE(s.stub->Upsert(&ctx, req, &resp).ok());
-  ASSERT_TRUE(Describe(s, "txt").gpu_mirrored());
+  ASSERT_TRUE(Describe(s, "txt").gpu_mirrored()) << logged.All();
   for (const char* q : {"a large stream of water", "flying machine"}) {
     Case c;
     c.text = q;
