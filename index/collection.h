@@ -96,6 +96,11 @@ struct CollectionInfo {
   uint64_t tombstones = 0;
   uint64_t generation = 0;
   std::filesystem::path segment_dir;
+  // Searched on the GPU from a mirror of the rows in device memory
+  // (DatabaseOptions::gpu), and the device bytes the mirror holds.
+  bool gpu_mirrored = false;
+  uint64_t gpu_mirror_bytes = 0;
+  uint64_t gpu_searches = 0;  // Search calls answered on the GPU, ever
 };
 
 // What one Compact() did.
@@ -192,6 +197,21 @@ class Collection {
   virtual Status FinishIndexing(int threads) { return OkStatus(); }
 };
 
+// GPU search (issue 13): each collection whose rows fit the memory budget gets
+// a mirror of them in device memory, kept in step with every write and rebuilt
+// by compaction, and its searches run there, exactly (an HNSW collection's
+// too: exact on the GPU is faster than the graph on the CPU). The rest search
+// on the CPU; each one that does not fit says so in one log line.
+struct GpuSearchOptions {
+  bool enabled = false;
+  int device = 0;
+  // Budget for all mirrors (rows, room to grow, search scratch); 0: 80 % of
+  // the device's free memory when the database opens.
+  uint64_t memory_bytes = 0;
+  // Receives the log lines (mirror built, fallback to the CPU); unset: stderr.
+  std::function<void(const std::string&)> log;
+};
+
 struct DatabaseOptions {
   // Shares the data directory with this Unix group (`--group`), so co-located
   // readers running as other users in it can attach: the data dir and
@@ -200,6 +220,8 @@ struct DatabaseOptions {
   // umask becomes 027 because RocksDB creates its files 0644 & ~umask. The
   // caller must be in the group (or root). Unset: files stay owner-only.
   std::optional<std::string> group;
+  // Open fails FAILED_PRECONDITION when enabled without CUDA or the device.
+  GpuSearchOptions gpu;
 };
 
 // All collections of one data directory, sharing one RocksDB meta store.

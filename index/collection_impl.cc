@@ -215,6 +215,7 @@ void CollectionImpl::MarkDropped() {
     std::unique_lock<RwLock> l(mu_);
     dropped_ = true;
     if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
+    if (g_) g_->mirror.reset();        // its device memory back to the budget
   }
   // Stops the piece builder before the files go, outside the locks: a build
   // may be finishing its file.
@@ -233,6 +234,9 @@ CollectionInfo CollectionImpl::Describe() const {
   info.live_rows = info.rows - std::min(info.rows, info.tombstones);
   info.generation = g_->number;
   info.segment_dir = g_->dir;
+  info.gpu_mirrored = g_->mirror != nullptr;
+  if (g_->mirror) info.gpu_mirror_bytes = g_->mirror->charged_bytes();
+  info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
   return info;
 }
 
@@ -357,6 +361,7 @@ Status CollectionImpl::PublishWritten(uint64_t first,
     }
     for (const Record& r : records) g.attrs.Append(r);
     for (uint64_t row : replaced) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    MirrorPublished(g, replaced);
     // An ANN failure leaves the new rows to the exact tail search: no data is
     // lost.
     if (g.ann) (void)g.ann->Update(w.committed());
@@ -561,6 +566,8 @@ StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
   ctx.attrs = &g_->attrs;
   ctx.rows = g_->writer->committed();
   ctx.ann = g_->ann.get();
+  ctx.gpu = g_->mirror.get();
+  ctx.gpu_searches = &gpu_searches_;
   ctx.ann_params = ann_params_;
   if (options.ef_search > 0) ctx.ann_params.hnsw_ef_search = options.ef_search;
   ctx.store = store_.get();
@@ -641,6 +648,7 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
   std::unique_lock<RwLock> l(mu_);
   for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
+  MirrorPublished(g, rows);
   return static_cast<uint64_t>(rows.size());
 }
 

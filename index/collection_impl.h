@@ -12,6 +12,7 @@
 #ifndef ZEROVEC_INDEX_COLLECTION_IMPL_H_
 #define ZEROVEC_INDEX_COLLECTION_IMPL_H_
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "index/ann_index.h"
 #include "index/collection.h"
 #include "index/filter.h"
+#include "index/gpu_mirror.h"
 #include "index/meta_store.h"
 #include "index/rwlock.h"
 #include "shm/segment.h"
@@ -74,6 +76,9 @@ class CollectionImpl : public Collection {
   bool WaitIndexIdle(std::chrono::milliseconds timeout);
   uint64_t IndexedRows() const;
   size_t IndexPieces() const;
+  // Mirrors the collection on the GPU from now on, if it fits `budget`
+  // (collection_gpu.cc); otherwise logs why and stays on the CPU.
+  void EnableGpu(std::shared_ptr<GpuBudget> budget);
 
  private:
   friend class BulkAppenderImpl;
@@ -84,6 +89,9 @@ class CollectionImpl : public Collection {
     std::unique_ptr<shm::Writer> writer;
     AttributeTable attrs;
     std::unique_ptr<AnnIndex> ann;  // declared after writer: destroyed first
+    // The rows on the GPU (EnableGpu); null: searched on the CPU. Changed
+    // only under mu_ held exclusively.
+    std::unique_ptr<GenerationMirror> mirror;
   };
 
   CollectionImpl(std::shared_ptr<MetaStore> store, std::filesystem::path root,
@@ -106,12 +114,21 @@ class CollectionImpl : public Collection {
   Status PublishWritten(uint64_t first, std::span<const Record> records,
                         const std::vector<uint64_t>& replaced);
   Status CheckAlive() const;
+  // Mirrors `g` if GPU search is on and it fits; logs either way. Caller holds
+  // write_mu_ (not mu_: taken to publish the mirror when `g` is g_).
+  void BuildMirror(Generation* g);
+  // After rows were published and `replaced` tombstoned (mu_ held
+  // exclusively): the mirror follows, or is dropped with a log line.
+  void MirrorPublished(Generation& g, const std::vector<uint64_t>& replaced);
+  void DropMirror(Generation& g, const Status& why);
 
   std::shared_ptr<MetaStore> store_;
   std::filesystem::path root_;
   CollectionMeta meta_;
   IndexKind kind_;
   AnnSearchParams ann_params_;
+  std::shared_ptr<GpuBudget> gpu_;  // set once by EnableGpu, before serving
+  mutable std::atomic<uint64_t> gpu_searches_{0};
 
   std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)
   mutable RwLock mu_;    // readers vs. publication of rows/extents/index

@@ -70,6 +70,14 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
   // thread builds them in the background.
   ZV_RETURN_IF_ERROR(OpenAnn(next.get()));
   if (next->ann) ZV_RETURN_IF_ERROR(next->ann->Save());
+  if (gpu_ && old.mirror &&
+      gpu_->used_bytes() + old.mirror->charged_bytes() > gpu_->budget_bytes()) {
+    // Both mirrors may not fit at once: the old one goes first (searches run
+    // on the CPU until the switch).
+    std::unique_lock<RwLock> l(mu_);
+    old.mirror.reset();
+  }
+  BuildMirror(next.get());  // from the new rows, before searches see them
 
   CollectionMeta meta = meta_;
   meta.generation = next->number;

@@ -18,10 +18,11 @@ namespace {
 class DatabaseImpl : public Database {
  public:
   DatabaseImpl(std::filesystem::path data_dir, std::shared_ptr<MetaStore> store,
-               std::optional<std::string> group)
+               std::optional<std::string> group, std::shared_ptr<GpuBudget> gpu)
       : data_dir_(std::move(data_dir)),
         store_(std::move(store)),
-        group_(std::move(group)) {}
+        group_(std::move(group)),
+        gpu_(std::move(gpu)) {}
 
   Status LoadCollections() {
     ZV_ASSIGN_OR_RETURN(auto metas, store_->ListCollections());
@@ -31,6 +32,7 @@ class DatabaseImpl : public Database {
       if (group_ && !meta.options.group) meta.options.group = group_;
       ZV_ASSIGN_OR_RETURN(auto c,
                           CollectionImpl::Open(store_, Root(meta.name), meta));
+      if (gpu_) c->EnableGpu(gpu_);
       collections_.emplace(meta.name, std::move(c));
     }
     // Folders without a catalog entry are creates or drops that crashed
@@ -75,6 +77,7 @@ class DatabaseImpl : public Database {
     if (!o.group) o.group = group_;
     ZV_ASSIGN_OR_RETURN(auto c,
                         CollectionImpl::Create(store_, Root(name), name, o));
+    if (gpu_) c->EnableGpu(gpu_);
     collections_.emplace(name, c);
     return std::shared_ptr<Collection>(c);
   }
@@ -118,6 +121,7 @@ class DatabaseImpl : public Database {
   std::filesystem::path data_dir_;
   std::shared_ptr<MetaStore> store_;
   std::optional<std::string> group_;
+  std::shared_ptr<GpuBudget> gpu_;  // null: no GPU search
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<CollectionImpl>> collections_;
 };
@@ -144,6 +148,12 @@ Status ShareTree(const std::filesystem::path& data_dir, gid_t gid) {
 
 StatusOr<std::unique_ptr<Database>> Database::Open(
     const std::filesystem::path& data_dir, const DatabaseOptions& options) {
+  std::shared_ptr<GpuBudget> gpu;
+  if (options.gpu.enabled) {
+    ZV_ASSIGN_OR_RETURN(gpu, GpuBudget::Create(options.gpu));
+    gpu->Log("GPU search on cuda:" + std::to_string(gpu->device()) + ", " +
+             std::to_string(gpu->budget_bytes() >> 20) + " MiB budget");
+  }
   std::optional<gid_t> gid;
   if (options.group) {
     auto resolved = ResolveGroup(*options.group);
@@ -174,8 +184,8 @@ StatusOr<std::unique_ptr<Database>> Database::Open(
   // Files RocksDB made while opening (LOG, OPTIONS, MANIFEST) and the ingest
   // dir: inherit the group already; make sure of their modes.
   if (gid) ZV_RETURN_IF_ERROR(ShareTree(data_dir / "meta", *gid));
-  auto db =
-      std::make_unique<DatabaseImpl>(data_dir, std::move(store), options.group);
+  auto db = std::make_unique<DatabaseImpl>(data_dir, std::move(store),
+                                           options.group, std::move(gpu));
   ZV_RETURN_IF_ERROR(db->LoadCollections());
   return std::unique_ptr<Database>(std::move(db));
 }

@@ -86,6 +86,9 @@ class RowBitmap : public faiss::IDSelector {
            ((bits_[row >> 6] >> (row & 63)) & 1);
   }
   uint64_t count() const { return count_; }
+  uint64_t limit() const { return limit_; }
+  // The bitmap: row r is bit (r & 63) of word r >> 6 (a GPU mask's layout).
+  const std::vector<uint64_t>& words() const { return bits_; }
   // Matching rows in increasing order.
   std::vector<int64_t> Rows() const;
 

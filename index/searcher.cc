@@ -21,6 +21,18 @@ bool UnderFilled(const TopK& top, uint64_t available) {
   return false;
 }
 
+// Exact on the GPU when the rows are mirrored there; false (top untouched)
+// sends the search to the CPU, also when the GPU search fails.
+bool SearchOnGpu(const SearchContext& ctx, const float* q, size_t nq,
+                 const RowBitmap* rows, TopK* top) {
+  if (ctx.gpu == nullptr || ctx.gpu->rows() != ctx.rows) return false;
+  TopK gpu_top(top->nq, top->k, top->metric);
+  if (!ctx.gpu->Search(q, nq, rows, &gpu_top).ok()) return false;
+  *top = std::move(gpu_top);
+  if (ctx.gpu_searches) ctx.gpu_searches->fetch_add(1);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
@@ -52,6 +64,9 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
   } else if (bitmap && available <= SelectiveLimit(ctx.rows)) {
     const std::vector<int64_t> rows = bitmap->Rows();
     FlatSearchRows(view, rows, q.data(), nq, &top);
+  } else if (SearchOnGpu(ctx, q.data(), nq, bitmap ? &*bitmap : nullptr,
+                         &top)) {
+    // exact, on the GPU
   } else if (ctx.ann != nullptr && ctx.ann->indexed() > 0) {
     // The ANN reports the prefix its snapshot covered; the rest is the tail.
     uint64_t covered = 0;

@@ -4,6 +4,7 @@
 #ifndef ZEROVEC_INDEX_SEARCHER_H_
 #define ZEROVEC_INDEX_SEARCHER_H_
 
+#include <atomic>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "index/ann_index.h"
 #include "index/collection.h"
 #include "index/filter.h"
+#include "index/gpu_mirror.h"
 #include "index/meta_store.h"
 #include "shm/segment.h"
 
@@ -22,6 +24,9 @@ struct SearchContext {
   const AttributeTable* attrs = nullptr;
   uint64_t rows = 0;              // search rows [0, rows)
   const AnnIndex* ann = nullptr;  // null: exact only
+  // Rows [0, rows) on the GPU: searched there exactly instead of ann / flat.
+  const GenerationMirror* gpu = nullptr;
+  std::atomic<uint64_t>* gpu_searches = nullptr;  // counts them when set
   AnnSearchParams ann_params;
   const MetaStore* store = nullptr;  // for documents
   std::string collection;

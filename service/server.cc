@@ -6,10 +6,12 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <cstdio>
 #include <mutex>
 #include <utility>
 
 #include "embed/embedder.h"
+#include "gpusearch/gpu_search.h"
 #include "index/collection.h"
 #include "service/auth.h"
 #include "service/compactor.h"
@@ -28,8 +30,10 @@ class ServerImpl final : public Server {
         embedder_(std::move(embedder)),
         auth_(options.auth_token),
         compactor_(db_.get(), options.auto_compaction, options.log),
+        coalescer_(options.gpu.batch_window,
+                   static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_),
+                 &compactor_, &coalescer_),
         router_(&service_) {}
 
   ~ServerImpl() override {
@@ -110,6 +114,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<embed::Embedder> embedder_;
   BearerAuth auth_;
   Compactor compactor_;
+  SearchCoalescer coalescer_;
   ZeroVecService service_;
   RequestRouter router_;
   std::unique_ptr<grpc::Server> server_;
@@ -119,6 +124,39 @@ class ServerImpl final : public Server {
   bool shutting_down_ = false;
   bool done_ = false;
 };
+
+void Log(const ServerOptions& options, const std::string& line) {
+  if (options.log) {
+    options.log(line);
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+// --gpu-memory: an explicit budget needs CUDA and the device (the database
+// refuses to open without them); "auto" on a host without them logs that GPU
+// search is off and serves on the CPU.
+Status GpuOptionsOf(const ServerOptions& options,
+                    index::GpuSearchOptions* out) {
+  const GpuServing& gpu = options.gpu;
+  if (!gpu.enabled) return OkStatus();
+  if (gpu.batch_window.count() < 0) {
+    return InvalidArgumentError("gpu.batch_window: must be >= 0");
+  }
+  if (gpu.memory_auto &&
+      (!gpusearch::BuiltWithCuda() || gpu.device >= gpusearch::DeviceCount())) {
+    Log(options, std::string("GPU search off (--gpu-memory auto): ") +
+                     (gpusearch::BuiltWithCuda()
+                          ? "no CUDA device " + std::to_string(gpu.device)
+                          : "built without CUDA"));
+    return OkStatus();
+  }
+  out->enabled = true;
+  out->device = gpu.device;
+  out->memory_bytes = gpu.memory_auto ? 0 : gpu.memory_bytes;
+  out->log = options.log;
+  return OkStatus();
+}
 
 }  // namespace
 
@@ -145,6 +183,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   index::DatabaseOptions db_options;
   db_options.group = options.group;
+  ZV_RETURN_IF_ERROR(GpuOptionsOf(options, &db_options.gpu));
   auto db = index::Database::Open(options.data_dir, db_options);
   if (!db.ok())
     return db.status().WithContext("data " + options.data_dir.string());

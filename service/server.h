@@ -35,6 +35,22 @@ struct AutoCompaction {
   uint64_t min_rows = 1000;
 };
 
+// GPU search (issue 13; index::GpuSearchOptions): collections that fit the
+// budget are mirrored in device memory and searched there, exactly.
+struct GpuServing {
+  bool enabled = false;
+  // true: `memory_bytes` was "auto" (80 % of the free device memory once the
+  // model is loaded), and a host without CUDA or a GPU serves on the CPU with
+  // a log line. false: without them the server refuses to start.
+  bool memory_auto = false;
+  uint64_t memory_bytes = 0;
+  int device = 0;
+  // Concurrent searches of one mirrored collection with the same k and filter
+  // wait up to this long to run as one GPU batch (only while a batch of
+  // theirs is running). 0: each runs on its own.
+  std::chrono::microseconds batch_window{500};
+};
+
 struct ServerOptions {
   std::filesystem::path data_dir = "./zerovec-data";
   // host:port; port 0 picks a free port (see Server::port()).
@@ -54,6 +70,7 @@ struct ServerOptions {
   std::optional<std::string> group;
   Limits limits;
   AutoCompaction auto_compaction;
+  GpuServing gpu;
   // Receives the server's log lines (compactions); unset: stderr.
   std::function<void(const std::string&)> log;
 };

@@ -34,6 +34,9 @@ void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_live_rows(info.live_rows);
   out->set_tombstones(info.tombstones);
   out->set_generation(info.generation);
+  out->set_gpu_mirrored(info.gpu_mirrored);
+  out->set_gpu_mirror_bytes(info.gpu_mirror_bytes);
+  out->set_gpu_searches(info.gpu_searches);
 }
 
 index::Filter ToFilter(const pb::Filter& f) {
@@ -76,12 +79,13 @@ int64_t NowMs() {
 
 ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
                                const Limits& limits, const BearerAuth* auth,
-                               Compactor* compactor)
+                               Compactor* compactor, SearchCoalescer* coalescer)
     : db_(db),
       embedder_(embedder),
       limits_(limits),
       auth_(auth),
       compactor_(compactor),
+      coalescer_(coalescer),
       started_(std::chrono::steady_clock::now()) {}
 
 grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
@@ -340,7 +344,8 @@ StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
     int32_t k, const pb::Filter& filter, bool include_documents,
     int32_t ef_search) {
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(collection));
-  const uint32_t dim = coll->Describe().dim;
+  const index::CollectionInfo info = coll->Describe();
+  const uint32_t dim = info.dim;
   for (size_t i = 0; i < queries.size(); ++i) {
     const std::string field =
         queries.size() == 1 ? "query" : "queries[" + std::to_string(i) + "]";
@@ -353,6 +358,11 @@ StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
   options.filter = ToFilter(filter);
   options.include_documents = include_documents;
   options.ef_search = ef_search;
+  // Text queries were embedded above and come back through the host: the
+  // GPU search takes host queries (SearchDevice would skip that copy).
+  if (coalescer_ && info.gpu_mirrored) {
+    return coalescer_->Search(coll, vectors, queries.size(), options);
+  }
   return coll->Search(vectors, options);
 }
 
@@ -500,6 +510,10 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
       resp->set_model_max_length(embedder_->info().max_length);
     }
     resp->set_truncated_texts(truncated_texts_.load(std::memory_order_relaxed));
+    if (coalescer_) {
+      resp->set_gpu_batches(coalescer_->batches());
+      resp->set_gpu_batched_queries(coalescer_->batched_queries());
+    }
     resp->set_uptime_s(std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - started_)
                            .count());

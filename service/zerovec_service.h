@@ -18,6 +18,7 @@
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/auth.h"
+#include "service/coalescer.h"
 #include "service/compactor.h"
 #include "service/server.h"
 #include "service/stats.h"
@@ -27,10 +28,11 @@ namespace zv::service {
 
 class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
  public:
-  // `embedder` may be null (vector-only server). Pointers must outlive this.
+  // `embedder` may be null (vector-only server), `coalescer` too (searches
+  // of GPU-mirrored collections run one by one). Pointers must outlive this.
   ZeroVecService(index::Database* db, embed::Embedder* embedder,
                  const Limits& limits, const BearerAuth* auth,
-                 Compactor* compactor);
+                 Compactor* compactor, SearchCoalescer* coalescer = nullptr);
 
   grpc::Status CreateCollection(
       grpc::ServerContext* ctx, const zerovec::v1::CreateCollectionRequest* req,
@@ -106,6 +108,7 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   Limits limits_;
   const BearerAuth* auth_;
   Compactor* compactor_;
+  SearchCoalescer* coalescer_;
   std::atomic<int> in_flight_{0};
   const std::chrono::steady_clock::time_point started_;
   OpStatsRecorder embed_stats_;

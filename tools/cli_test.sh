@@ -327,6 +327,38 @@ kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=""
 
+# serve --gpu-memory: a byte budget needs CUDA and a GPU (else refuses to
+# start, saying why); auto serves either way and says where it searches.
+"$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 --gpu-memory 1Q 2>err
+check "serve --gpu-memory 1Q" 2 $?
+contains "names the bad budget" err "--gpu-memory: '1Q' is not a byte count"
+timeout 10 "$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 \
+  --gpu-memory 1G 2>err
+rc=$?
+if [[ $rc == 124 ]]; then
+  contains "serve --gpu-memory 1G on a GPU host" err "GPU search on cuda:0"
+else
+  check "serve --gpu-memory 1G without a GPU" 1 $rc
+  if grep -qE "GPU search: (this binary was built without CUDA|no CUDA device)" err; then
+    echo "ok: says why there is no GPU search"
+  else
+    echo "FAIL: serve --gpu-memory 1G: $(cat err)"; failures=$((failures + 1))
+  fi
+fi
+rm -f port
+"$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 --port-file port \
+  --gpu-memory auto 2>serve.log &
+SERVER_PID=$!
+for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.1; done
+if grep -qE "GPU search off \(--gpu-memory auto\)|GPU search on cuda:" serve.log; then
+  echo "ok: serve --gpu-memory auto says where it searches"
+else
+  echo "FAIL: serve --gpu-memory auto: $(cat serve.log)"; failures=$((failures + 1))
+fi
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+SERVER_PID=""
+
 # --version / version.
 for v in --version version; do
   "$ZEROVEC" $v >out 2>err

@@ -2,6 +2,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +17,42 @@
 
 namespace zv::tools {
 namespace {
+
+// --gpu-memory BYTES|auto (K/M/G suffixes, powers of 1024), --gpu-device N,
+// --gpu-batch-window-us US.
+Status ParseGpuFlags(const Flags& flags, service::GpuServing* gpu) {
+  ZV_ASSIGN_OR_RETURN(int64_t v, flags.GetInt("gpu-device", 0, 0, 63));
+  gpu->device = static_cast<int>(v);
+  ZV_ASSIGN_OR_RETURN(v, flags.GetInt("gpu-batch-window-us",
+                                      gpu->batch_window.count(), 0, 100000));
+  gpu->batch_window = std::chrono::microseconds(v);
+  if (!flags.Has("gpu-memory")) return OkStatus();
+  gpu->enabled = true;
+  const std::string text = flags.Get("gpu-memory");
+  if (text == "auto") {
+    gpu->memory_auto = true;
+    return OkStatus();
+  }
+  uint64_t unit = 1;
+  std::string digits = text;
+  if (!digits.empty()) {
+    const char suffix = static_cast<char>(std::toupper(digits.back()));
+    const std::string units = "KMGT";
+    if (const size_t at = units.find(suffix); at != std::string::npos) {
+      unit = uint64_t{1} << (10 * (at + 1));
+      digits.pop_back();
+    }
+  }
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(digits.c_str(), &end, 10);
+  if (digits.empty() || *end != '\0' || n == 0 ||
+      n > (uint64_t{1} << 50) / unit) {
+    return InvalidArgumentError("--gpu-memory: '" + text +
+                                "' is not a byte count (e.g. 40G) or auto");
+  }
+  gpu->memory_bytes = n * unit;
+  return OkStatus();
+}
 
 Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
                        std::string* port_file, int64_t* grace_s) {
@@ -48,6 +87,7 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   ZV_ASSIGN_OR_RETURN(
       v, flags.GetInt("compact-min-rows", ac.min_rows, 1, int64_t{1} << 48));
   ac.min_rows = static_cast<uint64_t>(v);
+  ZV_RETURN_IF_ERROR(ParseGpuFlags(flags, &options->gpu));
   options->log = [](const std::string& line) {
     std::cerr << "zerovec serve: " << line << "\n";
   };
@@ -72,7 +112,8 @@ int RunServe(const std::vector<std::string>& args) {
       {"data", "listen", "model", "device", "auth-token-file", "port-file",
        "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
        "max-concurrent-requests", "shutdown-grace-s", "compact-tombstones",
-       "compact-min-rows", "group", "threads"},
+       "compact-min-rows", "group", "threads", "gpu-memory", "gpu-device",
+       "gpu-batch-window-us"},
       {});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;

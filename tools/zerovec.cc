@@ -44,12 +44,20 @@ constexpr Command kCommands[] = {
           [--max-message-bytes N] [--max-concurrent-requests N]
           [--compact-tombstones F] [--compact-min-rows N]
           [--shutdown-grace-s N] [--group NAME] [--threads N]
+          [--gpu-memory BYTES|auto] [--gpu-device N] [--gpu-batch-window-us N]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
           --threads: cores the CPU encoder uses (default 0: all of them).
           --compact-tombstones F: compact a collection in the background once
           a fraction F (0..1) of its rows is tombstoned (deleted or replaced)
           and it has at least --compact-min-rows rows (default 1000); 0 (the
           default) disables.
+          --gpu-memory BYTES|auto: search collections on the GPU (exact) from
+          mirrors of their rows in device memory, as many as fit BYTES (e.g.
+          40G; auto: 80% of the free memory); the rest stay on the CPU, each
+          with a log line. Without CUDA or the device, BYTES refuses to start
+          and auto logs that it is off. --gpu-batch-window-us N (default 500,
+          0 = off): concurrent searches of one collection with the same k and
+          filter wait up to N us to run as one GPU batch.
 )"},
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]
