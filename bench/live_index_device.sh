@@ -34,8 +34,17 @@ step() { # step NAME MAX_SECONDS ARGS...
   echo "rc=$?" >>"$OUT/$name.log"
   grep -E '^\||x;|worst|reader RSS|prepared|pieces built' "$OUT/$name.log" | tee -a "$OUT/summary.txt"
 }
-step attach_1m 260 attach --rows 1000000 --dim 384 --queries 200 --ef 128,256,512,1024
-step writers_1m 120 writers --rows 1000000 --dim 384 --clients 8 --seconds 8 --rounds 2
-step kill_1m 150 kill --rows 1000000 --dim 384 --rounds 20
-step writers_100k 100 writers --rows 100000 --dim 384 --clients 8 --seconds 8 --rounds 2
+# STEPS picks a subset (default all), e.g. STEPS="attach_1m writers_100k".
+STEPS=${STEPS:-attach_1m writers_1m kill_1m writers_100k}
+for s in $STEPS; do
+  case $s in
+    attach_1m) step attach_1m 260 attach --rows 1000000 --dim 384 \
+      --queries "${QUERIES:-200}" --ef "${EFS:-128,256,512,1024}" ;;
+    writers_1m) step writers_1m 120 writers --rows 1000000 --dim 384 \
+      --clients 8 --seconds 8 --rounds 2 ;;
+    kill_1m) step kill_1m 150 kill --rows 1000000 --dim 384 --rounds 20 ;;
+    writers_100k) step writers_100k 100 writers --rows 100000 --dim 384 \
+      --clients 8 --seconds 8 --rounds 2 ;;
+  esac
+done
 echo "total $(el) s" | tee -a "$OUT/summary.txt"
