@@ -55,12 +55,6 @@ std::vector<Record> Records(size_t first, size_t n) {
 
 CollectionImpl& Impl(Collection& c) { return dynamic_cast<CollectionImpl&>(c); }
 
-std::vector<std::string> Ids(const std::vector<Hit>& hits) {
-  std::vector<std::string> ids;
-  for (const Hit& h : hits) ids.push_back(h.id);
-  return ids;
-}
-
 class HnswPiecesTest : public ::testing::Test {
  protected:
   void SetUp() override {

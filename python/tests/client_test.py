@@ -91,6 +91,14 @@ class ClientTest(unittest.TestCase):
         got = c.get("vec_l2", ["v5"], include_vectors=True)[0].vector
         np.testing.assert_allclose(got, data[5].astype(np.float32))
         self.assertEqual(c.describe("vec_l2").metric, "l2")
+        # The same rows again through one UpsertStream call: replaced, not added.
+        self.assertEqual(c.upsert_stream("vec_l2", [f"v{i}" for i in range(50)],
+                                         vectors=data * 2, batch_size=16), 50)
+        self.assertEqual(c.describe("vec_l2").live_rows, 50)
+        got = c.get("vec_l2", ["v5"], include_vectors=True)[0].vector
+        np.testing.assert_allclose(got, (data[5] * 2).astype(np.float32))
+        with self.assertRaises(zerovec.InvalidArgumentError):
+            c.upsert_stream("vec_l2", ["bad"], vectors=np.zeros((1, 3)))
 
     def test_bad_input_keeps_the_server_message(self):
         c = self.client

@@ -143,6 +143,31 @@ class Client:
         (then the text is stored as given). Sent in batches of batch_size, each
         all-or-nothing on the server.
         """
+        stored = 0
+        for request in self._upsert_requests(collection, ids, texts, vectors,
+                                             namespaces, metadata, timestamps,
+                                             batch_size):
+            stored += self._call("Upsert", request).upserted
+        return stored
+
+    @_rpc
+    def upsert_stream(self, collection: str, ids: Sequence[str],
+                      texts: Optional[Sequence[str]] = None,
+                      vectors: Optional[ArrayLike] = None,
+                      namespaces: Optional[Sequence[str]] = None,
+                      metadata: Optional[Sequence[Mapping[str, str]]] = None,
+                      timestamps: Optional[Sequence[int]] = None,
+                      batch_size: int = 1024) -> int:
+        """upsert() over one UpsertStream call: the batches go as one stream
+        and the server answers once with the total stored."""
+        requests = self._upsert_requests(collection, ids, texts, vectors,
+                                         namespaces, metadata, timestamps,
+                                         batch_size)
+        return self._call("UpsertStream", iter(list(requests))).upserted
+
+    @staticmethod
+    def _upsert_requests(collection, ids, texts, vectors, namespaces, metadata,
+                         timestamps, batch_size):
         ids = list(ids)
         n = len(ids)
         texts = _column(texts, n, "texts")
@@ -154,7 +179,6 @@ class Client:
             rows = _matrix(vectors, "vectors")
             if rows.shape[0] != n:
                 raise ValueError(f"vectors: {rows.shape[0]} rows for {n} ids")
-        stored = 0
         for start in range(0, n, batch_size):
             items = []
             for i in range(start, min(n, start + batch_size)):
@@ -165,10 +189,7 @@ class Client:
                 if rows is not None:
                     item.vector.extend(rows[i].tolist())
                 items.append(item)
-            r = self._call("Upsert", pb.UpsertRequest(collection=collection,
-                                                      items=items))
-            stored += r.upserted
-        return stored
+            yield pb.UpsertRequest(collection=collection, items=items)
 
     @staticmethod
     def _query(text, vector):
