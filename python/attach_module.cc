@@ -66,6 +66,17 @@ py::array IdHashView(const shm::RowBlock& block, py::object owner) {
   return view;
 }
 
+// The block's tombstone bits as read-only bytes (bit j of byte i is row
+// first_row + 8i + j: np.unpackbits(view, bitorder="little")), live: a delete
+// the writer makes shows without a copy or a refresh.
+py::array TombstoneBitsView(const shm::RowBlock& block, py::object owner) {
+  py::array view(py::dtype::of<uint8_t>(),
+                 {static_cast<py::ssize_t>((block.count + 7) / 8)}, {},
+                 reinterpret_cast<const uint8_t*>(block.tombstones), owner);
+  view.attr("setflags")(py::arg("write") = false);
+  return view;
+}
+
 class Attached {
  public:
   Attached(const std::string& data_dir, const std::string& name) {
@@ -135,13 +146,14 @@ class Attached {
         new std::shared_ptr<index::AttachedRows>(rows), [](void* p) {
           delete static_cast<std::shared_ptr<index::AttachedRows>*>(p);
         });
-    py::list views, hashes, firsts;
+    py::list views, hashes, firsts, bits;
     for (const auto& block : rows->blocks) {
       views.append(RowView(*rows, block, owner));
       hashes.append(IdHashView(block, owner));
       firsts.append(block.first_row);
+      bits.append(TombstoneBitsView(block, owner));
     }
-    return py::make_tuple(views, hashes, firsts);
+    return py::make_tuple(views, hashes, firsts, bits);
   }
 
   py::array Tombstones() const {

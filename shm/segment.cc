@@ -457,7 +457,8 @@ std::vector<RowBlock> SegmentView::Blocks(uint64_t limit) const {
     const Extent& e = extent(i);
     const uint64_t rows = e.layout().rows;
     blocks.push_back(
-        RowBlock{first, std::min(rows, limit - first), e.rows(), e.ids()});
+        RowBlock{first, std::min(rows, limit - first), e.rows(), e.ids(),
+                 e.tombstone_words()});
     first += rows;
   }
   return blocks;

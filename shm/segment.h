@@ -79,6 +79,9 @@ struct RowBlock {
   uint64_t count = 0;
   const float* rows = nullptr;  // count x row_stride floats
   const int64_t* ids = nullptr;
+  // The extent's tombstone bitmap: bit i (LSB first in little-endian 64-bit
+  // words) is row first_row + i. Live: the writer sets bits in place.
+  const uint64_t* tombstones = nullptr;
 };
 
 class Extent;  // shm-internal: one mapped vectors.NNNNN file

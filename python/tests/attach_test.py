@@ -209,6 +209,20 @@ class AttachTest(unittest.TestCase):
         self.assertEqual(col.ids()[5], "v1")
         self.assertNotEqual(col.search(vector_of(3), k=1)[0].id, "v3")
         self.assertEqual(col.describe()["tombstones"], 2)
+        # The bitmap as live, read-only views over the mapping: no copy, and a
+        # delete shows before any refresh.
+        bits = col.tombstone_bits()
+        self.assertEqual(len(bits), len(col.rows()))
+        self.assertFalse(bits[0].flags.writeable)
+        with self.assertRaises(ValueError):
+            bits[0][0] = 1
+        segment = col.describe()["segment_dir"]
+        address = bits[0].__array_interface__["data"][0]
+        self.assertTrue(any(s <= address < e for s, e in mapping_ranges(segment)))
+        flags = np.unpackbits(bits[0], bitorder="little")[:6].astype(bool)
+        self.assertEqual(flags.tolist(), [False, True, False, True, False, False])
+        self.client.delete("tomb", ["v0"])
+        self.assertTrue(np.unpackbits(bits[0], bitorder="little")[0])
 
     def test_text_query_embedded_in_process_matches_the_server(self):
         docs = {"tea": "Green tea is steeped at 80 degrees for two minutes.",

@@ -151,6 +151,13 @@ class AttachedCollection:
         segment keeps them as bits)."""
         return self._impl.tombstones()
 
+    def tombstone_bits(self) -> List[np.ndarray]:
+        """The segment's tombstone bitmaps as read-only uint8 views, one per
+        array rows() returns (no copy, live: a delete shows without a
+        refresh). np.unpackbits(v, bitorder="little")[:len(rows)] gives a
+        bool per row; trailing bits past the rows are zero."""
+        return self._impl.row_blocks()[3]
+
     def ids(self) -> List[str]:
         """The external id of each row of the last refresh, in row order
         ("" for a row without metadata)."""
