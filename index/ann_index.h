@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "index/collection.h"
 #include "index/flat_index.h"
 #include "shm/segment.h"
 
@@ -40,7 +41,7 @@ StatusOr<IndexKind> ParseDescriptor(const std::string& descriptor,
 
 // Search-time knobs (defaults are what the recall tests assert against).
 struct AnnSearchParams {
-  int hnsw_ef_search = 128;
+  int hnsw_ef_search = kDefaultEfSearch;
   int ivf_nprobe = 32;
   int ivf_rerank_factor = 8;  // PQ candidates per result re-ranked exactly
 };

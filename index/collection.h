@@ -23,6 +23,8 @@
 namespace zv::index {
 
 inline constexpr int kMaxK = 1000;
+// HNSW search width when a search names none (SearchOptions::ef_search 0).
+inline constexpr int kDefaultEfSearch = 128;
 inline constexpr int kMaxEfSearch = 4096;
 inline constexpr size_t kMaxIdBytes = 512;
 
@@ -68,7 +70,7 @@ struct SearchOptions {
   int k = 10;
   Filter filter;
   bool include_documents = false;
-  // HNSW candidate-list width, [k, kMaxEfSearch]; 0 = the index default (128).
+  // HNSW candidate-list width, [k, kMaxEfSearch]; 0 = kDefaultEfSearch.
   // Wider: higher recall, slower. Other indexes ignore it.
   int ef_search = 0;
 };

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "index/collection.h"
 
 namespace zv::service {
 
@@ -20,7 +21,7 @@ namespace zv::service {
 // INVALID_ARGUMENT for a malformed request) and changes nothing.
 struct Limits {
   int max_batch = 1024;           // items / ids / queries / texts per request
-  int max_k = 1000;               // hits per query
+  int max_k = index::kMaxK;       // hits per query
   size_t max_text_bytes = 32768;  // one document or query text
   size_t max_message_bytes = 64 << 20;  // one received message
   int max_concurrent_requests = 256;    // in flight at once, over all RPCs

@@ -15,7 +15,7 @@ Status Query(const Flags& flags) {
   const std::string server = flags.Get("server", kDefaultListen);
   ZV_ASSIGN_OR_RETURN(const std::string collection,
                       flags.Require("collection"));
-  ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, 1000));
+  ZV_ASSIGN_OR_RETURN(const int64_t k, flags.GetInt("k", 10, 1, index::kMaxK));
   // 0 = the index default; the server checks it against k.
   ZV_ASSIGN_OR_RETURN(const int64_t ef_search,
                       flags.GetInt("ef-search", 0, 0, index::kMaxEfSearch));
