@@ -24,6 +24,10 @@ class RecallTest : public ::testing::Test {
     // Both cores build pieces here (a server builds on one).
     PieceOptions po;
     po.build_threads = 2;
+    // A bulk load: its upserts must not wait for the live graph (under
+    // sanitizers the nice-10 inserter can lag them past the admission
+    // timeout); the backlog is built as big pieces instead.
+    po.max_backlog = UINT64_MAX / 2;
     SetPieceOptions(po);
     data_ = std::make_unique<std::vector<float>>(
         testing::LatentClustered(kRows, kQueries, kDim, 1000, 16, 2026));
