@@ -75,10 +75,11 @@ class AnnIndex {
   // Threads a background build may use from its next build on (0: as
   // configured).
   virtual void SetBuildThreads(int threads) {}
-  // Called before a write: waits up to `timeout` while the index is too far
-  // behind the committed rows (HNSW: rows its searches scan exactly), so a
-  // writer faster than indexing cannot make every search slower without
-  // bound. UNAVAILABLE on timeout (nothing was written).
+  // Called before a write: while the index is too far behind the committed
+  // rows (HNSW: rows its searches scan exactly), the caller helps index them
+  // (or waits) for up to `timeout`, so a writer faster than indexing cannot
+  // make every search slower without bound. UNAVAILABLE on timeout (nothing
+  // was written).
   virtual Status AdmitWrite(std::chrono::milliseconds timeout) {
     return OkStatus();
   }

@@ -181,7 +181,26 @@ class HnswWriterIndex : public AnnIndex {
       return stop_ || tail_failed_at_ == rows_.rows() ||
              rows_.rows() <= opened_rows_ || backlog() <= options_.max_backlog;
     };
-    if (admit_cv_.wait_for(l, timeout, admitted)) return OkStatus();
+    // While held up, the writer inserts rows itself, at its own priority: a
+    // busy machine can starve the nice-10 inserter, never the writer.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!admitted()) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      l.unlock();
+      bool did = false;
+      Status s;
+      {
+        std::unique_lock<std::mutex> step(step_mu_, std::try_to_lock);
+        if (step.owns_lock()) s = Step(/*allow_big=*/false, &did);
+      }
+      l.lock();
+      if (!s.ok()) {
+        Log("HNSW live graph: " + s.message());
+        tail_failed_at_ = rows_.rows();
+      }
+      if (!did) admit_cv_.wait_for(l, std::chrono::milliseconds(5), admitted);
+    }
+    if (admitted()) return OkStatus();
     return UnavailableError("the HNSW index is " +
                             std::to_string(rows_.rows() - live_->end()) +
                             " rows behind the writes (limit " +
@@ -334,11 +353,13 @@ class HnswWriterIndex : public AnnIndex {
                          tail_failed_at_ != rows_.rows());
       });
       if (stop_) return;
-      const RowTable rows = rows_;
-      const auto live = live_;
-      const int threads = build_threads_;
       l.unlock();
-      Status s = TailStep(rows, live, threads);
+      Status s;
+      {
+        std::lock_guard<std::mutex> step(step_mu_);
+        bool did;
+        s = Step(/*allow_big=*/true, &did);
+      }
       l.lock();
       if (!s.ok() && !stop_) {
         // Those rows stay exact; try again when more arrive.
@@ -367,12 +388,26 @@ class HnswWriterIndex : public AnnIndex {
     return Publish(std::move(piece), {});
   }
 
-  // One step of the inserter: a few rows into the live graph (written out
-  // once it holds a piece's worth), or one piece over a large backlog.
-  Status TailStep(const RowTable& rows, const std::shared_ptr<LiveGraph>& live,
-                  int threads) {
+  // A step: a few rows into the live graph (written out once it holds a
+  // piece's worth), or one piece over a large backlog.
+  // One step by the holder of step_mu_: the inserter, or a writer that
+  // admission holds up (`allow_big` false: it never takes on a big build).
+  // `*did` tells whether it did anything.
+  Status Step(bool allow_big, bool* did) {
+    RowTable rows;
+    std::shared_ptr<LiveGraph> live;
+    int threads;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      rows = rows_;
+      live = live_;
+      threads = build_threads_;
+    }
+    *did = false;
     const uint64_t pending = rows.rows() - live->end();
     if (pending >= 2 * options_.interval && !Recovering(*live)) {
+      if (!allow_big) return OkStatus();
+      *did = true;
       // A live graph of a quarter piece or more is kept as a piece; a
       // smaller one is rebuilt within the big piece (tiny pieces would only
       // trigger merges).
@@ -386,15 +421,26 @@ class HnswWriterIndex : public AnnIndex {
                      rows.rows(), nullptr, &stop_flag_, threads));
       return Publish(std::move(piece), {});
     }
-    omp_set_num_threads(1);  // BuildPiece above may have raised it
+    // One OpenMP thread for this small insert, restored after: the caller
+    // may be a server thread that runs parallel searches next.
+    const int omp_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    struct Restore {
+      int n;
+      ~Restore() { omp_set_num_threads(n); }
+    } restore{omp_threads};
     const uint64_t n =
-        std::min({pending, rows.ContiguousFrom(live->end()), kInsertStep});
+        pending == 0 ? 0
+                     : std::min({pending, rows.ContiguousFrom(live->end()),
+                                 kInsertStep});
     // Caught up: publish now, so searches scan nothing exactly.
     ZV_RETURN_IF_ERROR(live->Insert(rows, n, /*publish=*/n == pending));
+    *did = n > 0;
     // While the recovered tail's piece is built the live graph grows on:
     // pieces must stay contiguous.
     if (live->size() < options_.interval || Recovering(*live))
       return OkStatus();
+    *did = true;
     ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
     return Publish(std::move(piece), {});
   }
@@ -477,6 +523,7 @@ class HnswWriterIndex : public AnnIndex {
   const std::filesystem::path dir_;
   PieceOptions options_;
 
+  std::mutex step_mu_;     // held by whoever runs a live-graph step
   std::mutex publish_mu_;  // held across a manifest write and its swap
   mutable std::mutex mu_;  // brief: guards everything below but the flag
   std::condition_variable merge_cv_, tail_cv_, idle_cv_, admit_cv_;
