@@ -372,8 +372,9 @@ class HnswWriterIndex : public AnnIndex {
     }
   }
 
-  // The rows [covered, opened) a crash left unindexed, as one piece built
-  // at normal priority on every core (searches scan them exactly until then).
+  // The rows [covered, opened) a crash left unindexed, as pieces built at
+  // normal priority on every core (searches scan them exactly until then).
+
   Status RecoverTail(uint64_t covered) {
     RowTable rows;
     {
@@ -382,10 +383,20 @@ class HnswWriterIndex : public AnnIndex {
     }
     // Every core (OMP_NUM_THREADS if set: TSan runs faiss single-threaded).
     const int threads = std::max(1, omp_get_max_threads());
-    ZV_ASSIGN_OR_RETURN(auto piece, BuildPiece(dir_, NextSerial(), view_.info(),
-                                               rows, m_, covered, opened_rows_,
-                                               nullptr, &stop_flag_, threads));
-    return Publish(std::move(piece), {});
+    // In pieces of two intervals, each published as it is built: progress
+    // survives another crash (crashes in a row must not leave an ever
+    // longer tail to scan), and merges join them later.
+    const uint64_t chunk = 2 * options_.interval;
+    for (uint64_t begin = covered; begin < opened_rows_;) {
+      const uint64_t end =
+          opened_rows_ - begin < 2 * chunk ? opened_rows_ : begin + chunk;
+      ZV_ASSIGN_OR_RETURN(
+          auto piece, BuildPiece(dir_, NextSerial(), view_.info(), rows, m_,
+                                 begin, end, nullptr, &stop_flag_, threads));
+      ZV_RETURN_IF_ERROR(Publish(std::move(piece), {}));
+      begin = end;
+    }
+    return OkStatus();
   }
 
   // A step: a few rows into the live graph (written out once it holds a
