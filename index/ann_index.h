@@ -72,6 +72,10 @@ class AnnIndex {
   // Waits up to `timeout` until background work is done (nothing to build or
   // merge); true if idle. For tests and benchmarks.
   virtual bool WaitIdle(std::chrono::milliseconds timeout) { return true; }
+  // Indexes every committed row durably now (HNSW: the tail becomes a
+  // piece), with the build threads; for the end of a bulk load, so a server
+  // starts with nothing to build. Call when WaitIdle returned true.
+  virtual Status Flush() { return OkStatus(); }
   // Threads a background build may use from its next build on (0: as
   // configured).
   virtual void SetBuildThreads(int threads) {}

@@ -78,8 +78,9 @@ Status CollectionImpl::FinishIndexing(int threads) {
   if (threads > 0) g_->ann->SetBuildThreads(threads);
   while (!g_->ann->WaitIdle(std::chrono::minutes(10))) {
   }
+  Status flushed = g_->ann->Flush();
   g_->ann->SetBuildThreads(0);
-  return OkStatus();
+  return flushed;
 }
 
 uint64_t CollectionImpl::IndexedRows() const {

@@ -236,6 +236,25 @@ class HnswWriterIndex : public AnnIndex {
     return idle_cv_.wait_for(l, timeout, [&] { return Idle(); });
   }
 
+  Status Flush() override {
+    std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
+    RowTable rows;
+    std::shared_ptr<LiveGraph> live;
+    int threads;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      rows = rows_;
+      live = live_;
+      threads = build_threads_;
+    }
+    if (Recovering(*live) || rows.rows() == live->begin()) return OkStatus();
+    ZV_ASSIGN_OR_RETURN(
+        auto piece,
+        BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, live->begin(),
+                   rows.rows(), nullptr, &stop_flag_, threads));
+    return Publish(std::move(piece), {});
+  }
+
   size_t PieceCount() const override {
     return Snapshot().pieces->pieces.size();
   }

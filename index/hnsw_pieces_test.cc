@@ -413,6 +413,21 @@ TEST_F(HnswPiecesTest, ReopenedTailIsIndexedWhileWritesContinue) {
   EXPECT_GE(Impl(*c).IndexPieces(), 1u);
 }
 
+// The end of a bulk load: FinishIndexing leaves no tail, so a server opening
+// the collection has nothing to build or scan exactly.
+TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
+  data_ = testing::ClusteredVectors(1000, kDim, 30, 41);
+  auto c = Create(shm::Metric::kL2);
+  Add(*c, 0, 1000);                        // 2.5 intervals: pieces plus a tail
+  ASSERT_TRUE(c->FinishIndexing(1).ok());  // one thread: TSan cannot see OpenMP
+  EXPECT_EQ(Impl(*c).IndexedRows(), 1000u);
+  SearchOptions o;
+  o.k = 1;
+  auto hits = c->Search(std::span(data_).subspan(999 * kDim, kDim), o);
+  ASSERT_TRUE(hits.ok());
+  EXPECT_EQ((*hits)[0][0].id, IdOf(999));
+}
+
 // A damaged piece is dropped with every later one (coverage stays a prefix)
 // and rebuilt; searches stay exact meanwhile. A damaged manifest likewise.
 TEST_F(HnswPiecesTest, DamagedPieceOrManifestIsDroppedAndRebuilt) {
