@@ -238,21 +238,9 @@ class HnswWriterIndex : public AnnIndex {
 
   Status Flush() override {
     std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
-    RowTable rows;
-    std::shared_ptr<LiveGraph> live;
-    int threads;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      rows = rows_;
-      live = live_;
-      threads = build_threads_;
-    }
+    const auto [rows, live, threads] = TailSnapshot();
     if (Recovering(*live) || rows.rows() == live->begin()) return OkStatus();
-    ZV_ASSIGN_OR_RETURN(
-        auto piece,
-        BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, live->begin(),
-                   rows.rows(), nullptr, &stop_flag_, threads));
-    return Publish(std::move(piece), {});
+    return BuildTailPiece(rows, *live, threads);
   }
 
   size_t PieceCount() const override {
@@ -424,15 +412,7 @@ class HnswWriterIndex : public AnnIndex {
   // admission holds up (`allow_big` false: it never takes on a big build).
   // `*did` tells whether it did anything.
   Status Step(bool allow_big, bool* did) {
-    RowTable rows;
-    std::shared_ptr<LiveGraph> live;
-    int threads;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      rows = rows_;
-      live = live_;
-      threads = build_threads_;
-    }
+    const auto [rows, live, threads] = TailSnapshot();
     *did = false;
     const uint64_t pending = rows.rows() - live->end();
     if (pending >= 2 * options_.interval && !Recovering(*live)) {
@@ -445,11 +425,7 @@ class HnswWriterIndex : public AnnIndex {
         ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
         return Publish(std::move(piece), {});
       }
-      ZV_ASSIGN_OR_RETURN(
-          auto piece,
-          BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, live->begin(),
-                     rows.rows(), nullptr, &stop_flag_, threads));
-      return Publish(std::move(piece), {});
+      return BuildTailPiece(rows, *live, threads);
     }
     // One OpenMP thread for this small insert, restored after: the caller
     // may be a server thread that runs parallel searches next.
@@ -472,6 +448,27 @@ class HnswWriterIndex : public AnnIndex {
       return OkStatus();
     *did = true;
     ZV_ASSIGN_OR_RETURN(auto piece, live->Freeze(dir_, NextSerial()));
+    return Publish(std::move(piece), {});
+  }
+
+  struct TailState {
+    RowTable rows;
+    std::shared_ptr<LiveGraph> live;
+    int threads;
+  };
+  TailState TailSnapshot() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return TailState{rows_, live_, build_threads_};
+  }
+
+  // One piece over every row from the live graph's start (its own rows are
+  // rebuilt within it), on `threads` build threads.
+  Status BuildTailPiece(const RowTable& rows, const LiveGraph& live,
+                        int threads) {
+    ZV_ASSIGN_OR_RETURN(
+        auto piece,
+        BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, live.begin(),
+                   rows.rows(), nullptr, &stop_flag_, threads));
     return Publish(std::move(piece), {});
   }
 
