@@ -176,6 +176,26 @@ bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
   return true;
 }
 
+// True when `dir` (which has no CURRENT) holds only what DB::Open writes
+// before CURRENT on a new store: LOCK, LOG*, IDENTITY, OPTIONS-*, the first
+// MANIFEST and an empty first WAL. Any table, blob or non-empty WAL file, a
+// later MANIFEST or anything unknown means the store held data.
+bool CreationWasInterrupted(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool empty_file = entry.is_regular_file(ec) &&
+                            std::filesystem::file_size(entry.path(), ec) == 0;
+    if (name == "LOCK" || name == "IDENTITY" || name.starts_with("LOG") ||
+        name.starts_with("OPTIONS-") || name == "MANIFEST-000001" ||
+        (name.ends_with(".log") && empty_file) || name.ends_with(".dbtmp")) {
+      continue;
+    }
+    return false;
+  }
+  return !ec;
+}
+
 }  // namespace
 
 MetaStore::~MetaStore() {
@@ -198,14 +218,26 @@ StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenSecondary(
 
 StatusOr<std::unique_ptr<MetaStore>> MetaStore::OpenImpl(
     const std::filesystem::path& dir, const std::filesystem::path* secondary) {
-  // A store that has files but no CURRENT lost its manifest pointer: say so
-  // plainly rather than let RocksDB create a fresh, empty store over it.
   std::error_code ec;
   if (!std::filesystem::exists(dir / "CURRENT", ec) &&
       std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
-    return DataLossError((dir / "CURRENT").string() +
-                         ": missing from a non-empty RocksDB directory "
-                         "(damaged meta store; restore it from a backup)");
+    // RocksDB writes CURRENT last when it creates a store and only renames
+    // over it afterwards, so no CURRENT beside nothing but creation files is
+    // a creation that a crash stopped: nothing was ever written, start again.
+    // With data files present the manifest pointer was lost: say so plainly
+    // rather than let RocksDB create a fresh, empty store over them.
+    if (!secondary && CreationWasInterrupted(dir)) {
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        std::filesystem::remove_all(entry.path(), ec);
+      if (ec) {
+        return InternalError("meta store: cannot clear the unfinished " +
+                             dir.string() + ": " + ec.message());
+      }
+    } else {
+      return DataLossError((dir / "CURRENT").string() +
+                           ": missing from a non-empty RocksDB directory "
+                           "(damaged meta store; restore it from a backup)");
+    }
   }
   std::unique_ptr<MetaStore> store(new MetaStore());
   store->dir_ = dir;

@@ -151,6 +151,34 @@ TEST(CorruptOpenTest, MissingRocksDbCurrent) {
   ExpectCleanFailureNaming(data, (data / "meta" / "CURRENT").string());
 }
 
+// A kill -9 inside the very first open (RocksDB writes CURRENT last when it
+// creates a store) leaves LOCK, LOG, IDENTITY and the first MANIFEST without
+// CURRENT. Nothing was ever written, so the next open starts afresh; the
+// same directory with a table file in it is damage and is refused.
+TEST(CorruptOpenTest, InterruptedFirstOpenStartsAfresh) {
+  const fs::path data = MakeTempDir("corrupt_first_open") / "data";
+  const fs::path meta = data / "meta";
+  fs::create_directories(meta);
+  for (const char* name : {"LOCK", "LOG", "IDENTITY", "000001.dbtmp"})
+    std::ofstream(meta / name) << "x";
+  std::ofstream(meta / "MANIFEST-000001") << "partial manifest";
+  {
+    auto db = index::Database::Open(data);
+    ASSERT_TRUE(db.ok()) << db.status();
+    EXPECT_TRUE((*db)->ListCollections().empty());
+  }
+  EXPECT_TRUE(fs::exists(meta / "CURRENT"));
+
+  const fs::path damaged = MakeTempDir("corrupt_first_open_sst") / "data";
+  fs::create_directories(damaged / "meta");
+  for (const char* name : {"LOCK", "LOG", "IDENTITY", "000007.sst"})
+    std::ofstream(damaged / "meta" / name) << "x";
+  auto db = index::Database::Open(damaged);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), StatusCode::kDataLoss) << db.status();
+  EXPECT_TRUE(fs::exists(damaged / "meta" / "000007.sst"));
+}
+
 TEST(CorruptOpenTest, GarbledRocksDbCurrent) {
   const fs::path data = Copy("garbled_current");
   std::ofstream(data / "meta" / "CURRENT", std::ios::trunc)
