@@ -40,9 +40,9 @@ for s in $STEPS; do
   case $s in
     attach_1m) step attach_1m 260 attach --rows 1000000 --dim 384 \
       --queries "${QUERIES:-200}" --ef "${EFS:-128,256,512,1024}" ;;
-    writers_1m) step writers_1m 120 writers --rows 1000000 --dim 384 \
+    writers_1m) step writers_1m 260 writers --rows 1000000 --dim 384 \
       --clients 8 --seconds 8 --rounds 2 ;;
-    kill_1m) step kill_1m 150 kill --rows 1000000 --dim 384 --rounds 20 ;;
+    kill_1m) step kill_1m 220 kill --rows 1000000 --dim 384 --rounds 20 ;;
     writers_100k) step writers_100k 100 writers --rows 100000 --dim 384 \
       --clients 8 --seconds 8 --rounds 2 ;;
   esac
