@@ -21,7 +21,7 @@ constexpr uint32_t kDim = 32;
 constexpr int kRows = 300;
 // Long enough to upsert, search and attach before it passes on a loaded
 // 2-core machine; short enough to wait for.
-constexpr int64_t kSoonMs = 1500;
+constexpr int64_t kSoonMs = 3000;
 
 void SleepUntil(int64_t ms) {
   while (NowMs() < ms)

@@ -16,7 +16,7 @@ namespace {
 
 namespace pb = zerovec::v1;
 constexpr uint32_t kDim = 16;
-constexpr int64_t kTtlMs = 1500;
+constexpr int64_t kTtlMs = 3000;
 constexpr int64_t kHourMs = 3'600'000;
 
 std::string Id(int i) { return "m-" + std::to_string(i); }
