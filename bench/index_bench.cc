@@ -163,9 +163,9 @@ void PrintSweeps(const std::vector<Sweep>& sweeps, size_t nq) {
                     b ? b->name.c_str() : "not reached");
         continue;
       }
-      std::printf("| %.2f | %s | %s | %.2f | %.2f |\n", target,
-                  a->name.c_str(), b->name.c_str(),
-                  b->latency_ms / a->latency_ms, a->qps / b->qps);
+      std::printf("| %.2f | %s | %s | %.2f | %.2f |\n", target, a->name.c_str(),
+                  b->name.c_str(), b->latency_ms / a->latency_ms,
+                  a->qps / b->qps);
     }
   }
 }
@@ -182,7 +182,8 @@ void RunHnswlib(const Flags& f, const std::vector<float>& base,
   row.build_s = Seconds([&] {
 #pragma omp parallel for schedule(dynamic, 256)
     for (size_t i = 0; i < f.rows; ++i) {
-      index.addPoint(base.data() + i * kDim, static_cast<hnswlib::labeltype>(i));
+      index.addPoint(base.data() + i * kDim,
+                     static_cast<hnswlib::labeltype>(i));
     }
   });
   row.memory_mb = (index.max_elements_ * index.size_data_per_element_ +
@@ -190,8 +191,8 @@ void RunHnswlib(const Flags& f, const std::vector<float>& base,
                   1e6;
   for (size_t i = 0; i < f.rows; ++i) {
     if (index.element_levels_[i] > 0)
-      row.memory_mb += index.size_links_per_element_ *
-                       index.element_levels_[i] / 1e6;
+      row.memory_mb +=
+          index.size_links_per_element_ * index.element_levels_[i] / 1e6;
   }
   const auto at_ef = [&index](int ef) -> SearchFn {
     return [&index, ef](size_t nq, const float* q, int64_t* labels) {
