@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <unordered_set>
 
+#include "base/file.h"
 #include "base/u64_set.h"
 #include "index/searcher.h"
 #include "index/validate.h"
@@ -21,19 +21,10 @@ std::string GenerationDirName(uint64_t generation) {
 }
 
 Status WriteCurrent(const std::filesystem::path& root, uint64_t generation) {
-  const auto tmp = root / "CURRENT.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << GenerationDirName(generation) << "\n";
-    out.flush();
-    if (!out) return InternalError(tmp.string() + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, root / "CURRENT", ec);
-  if (ec)
-    return InternalError((root / "CURRENT").string() +
-                         ": rename: " + ec.message());
-  return OkStatus();
+  // Not synced: CURRENT only mirrors the catalog's generation (the commit
+  // point, synced in RocksDB), and every Open rewrites it from there.
+  return WriteFileAtomically(
+      root / "CURRENT", GenerationDirName(generation) + "\n", {.sync = false});
 }
 
 namespace {
