@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "base/u64_set.h"
+#include "index/hybrid_search.h"
 #include "index/searcher.h"
 #include "index/validate.h"
 
@@ -114,6 +115,7 @@ StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
   std::shared_ptr<CollectionImpl> c(
       new CollectionImpl(std::move(store), root, meta, kind));
   ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  ZV_RETURN_IF_ERROR(c->OpenLexical(*g));
   c->g_ = std::move(g);
   return c;
 }
@@ -144,6 +146,7 @@ StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Open(
   ZV_RETURN_IF_ERROR(WriteCurrent(root, meta.generation));
   ZV_RETURN_IF_ERROR(c->Reconcile(g.get()));
   ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  ZV_RETURN_IF_ERROR(c->OpenLexical(*g));
   c->g_ = std::move(g);
   return c;
 }
@@ -217,6 +220,8 @@ void CollectionImpl::MarkDropped() {
     dropped_ = true;
     if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
     if (g_) g_->mirror.reset();        // its device memory back to the budget
+    lexical_.reset();                  // its files go with the collection's
+    lexical_writer_.reset();
   }
   // Stops the piece builder before the files go, outside the locks: a build
   // may be finishing its file.
@@ -238,6 +243,8 @@ CollectionInfo CollectionImpl::Describe() const {
   info.gpu_mirrored = g_->mirror != nullptr;
   if (g_->mirror) info.gpu_mirror_bytes = g_->mirror->charged_bytes();
   info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
+  info.lexical = meta_.options.lexical;
+  info.lexical_documents = lexical_documents_.load(std::memory_order_relaxed);
   return info;
 }
 
@@ -374,6 +381,7 @@ Status CollectionImpl::PublishWritten(uint64_t first,
     for (uint64_t row : replaced) cleanup.DeleteRow(name, g.number, row);
     (void)store_->Write(cleanup, /*sync=*/false);
   }
+  UpdateLexical(records, {});  // 5.
   return OkStatus();
 }
 
@@ -574,7 +582,12 @@ StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
   ctx.store = store_.get();
   ctx.collection = meta_.name;
   ctx.generation = g_->number;
-  return SearchSegment(ctx, queries, options);
+  if (options.mode != SearchMode::kDense && lexical_stale_.load()) {
+    return UnavailableError("collection '" + meta_.name +
+                            "': lexical index out of step after a failed "
+                            "write; it is re-indexed when the server restarts");
+  }
+  return SearchAnyMode(ctx, lexical_.get(), queries, options);
 }
 
 StatusOr<std::vector<GetResult>> CollectionImpl::Get(
@@ -631,6 +644,7 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
   const std::string& name = meta_.name;
   auto batch = store_->NewBatch();
   std::vector<uint64_t> rows;
+  std::vector<std::string> deleted_ids;
   std::unordered_set<std::string> seen;
   for (const std::string& id : ids) {
     if (!seen.insert(id).second) continue;
@@ -642,14 +656,18 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
     batch.DeleteId(name, id);
     batch.DeleteRow(name, g.number, e->row);
     rows.push_back(e->row);
+    deleted_ids.push_back(id);
   }
   if (rows.empty()) return uint64_t{0};
   // Metadata first: a crash before the tombstones leaves rows no id points at,
   // which reconcile tombstones.
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
-  std::unique_lock<RwLock> l(mu_);
-  for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
-  MirrorPublished(g, rows);
+  {
+    std::unique_lock<RwLock> l(mu_);
+    for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
+    MirrorPublished(g, rows);
+  }
+  UpdateLexical({}, deleted_ids);
   return static_cast<uint64_t>(rows.size());
 }
 

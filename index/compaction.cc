@@ -92,6 +92,8 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
     meta_.generation = meta.generation;
     retired = std::exchange(g_, std::move(next));
   }
+  // Ids and texts are unchanged: the lexical index only takes the new stamp.
+  UpdateLexical({}, {});
   retired->writer->Retire();
   const auto old_dir = retired->dir;
   retired.reset();

@@ -142,7 +142,9 @@ bool DecodeIdEntry(std::string_view in, IdEntry* e) {
   return true;
 }
 
-constexpr uint64_t kCatalogVersion = 1;
+// Version 2 appends the lexical flag; version 1 entries (before it) read as
+// lexical off.
+constexpr uint64_t kCatalogVersion = 2;
 
 std::string EncodeMeta(const CollectionMeta& m) {
   std::string out;
@@ -155,6 +157,7 @@ std::string EncodeMeta(const CollectionMeta& m) {
   PutStr(&out, m.options.group.value_or(""));
   PutU64(&out, m.options.sync);
   PutU64(&out, m.generation);
+  PutU64(&out, m.options.lexical);
   return out;
 }
 
@@ -162,12 +165,16 @@ bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
   Decoder d(in);
   uint64_t version, dim, metric, has_group, sync;
   std::string group;
-  if (!d.U64(&version) || version != kCatalogVersion || !d.U64(&dim) ||
-      !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
+  uint64_t lexical = 0;
+  if (!d.U64(&version) || (version != 1 && version != kCatalogVersion) ||
+      !d.U64(&dim) || !d.U64(&metric) ||
+      !d.Str(&m->options.index.descriptor) ||
       !d.U64(&m->options.rows_per_extent) || !d.U64(&has_group) ||
-      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) || !d.done()) {
+      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) ||
+      (version >= 2 && !d.U64(&lexical)) || !d.done()) {
     return false;
   }
+  m->options.lexical = lexical != 0;
   m->name = std::string(name);
   m->options.dim = static_cast<uint32_t>(dim);
   m->options.metric = static_cast<shm::Metric>(metric);
