@@ -3,7 +3,8 @@
 // returns OK, and is SIGKILLed at random points. After each kill the parent
 // reopens the store and checks it holds exactly the acknowledged state (or that
 // state plus the one operation in flight: batches are all-or-nothing), then the
-// next child writes on.
+// next child writes on. The collection keeps a lexical index: after each kill
+// it must hold exactly the live items' current texts (issue 17).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -87,6 +88,7 @@ Status Apply(Collection& c, const Op& op) {
     o.dim = kDim;
     o.metric = shm::Metric::kL2;  // a row is its own unique nearest neighbour
     o.rows_per_extent = 512;      // the child crosses extent boundaries often
+    o.lexical = true;
     c = (*db)->CreateCollection("c", o);
     if (!c.ok()) _exit(3);
   }
@@ -124,6 +126,22 @@ bool IdMatches(Collection& c, const std::string& id, const Model& m) {
          r.record.ns == want.ns && r.record.metadata == want.metadata &&
          r.record.timestamp_ms == want.timestamp_ms &&
          r.vector == VectorOf(it->second);
+}
+
+// The lexical index holds one document per live id, with its current text:
+// a search for the text's version number finds that id first.
+void ExpectLexicalInStep(Collection& c, const Model& model, int run) {
+  EXPECT_EQ(c.Describe().lexical_documents, model.size()) << "run " << run;
+  SearchOptions o;
+  o.k = 1;
+  o.mode = SearchMode::kLexical;
+  for (const auto& [id, v] : model) {
+    o.query_texts = {std::to_string(v)};
+    auto r = c.Search({}, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)[0].size(), 1u) << "run " << run << ": " << id;
+    EXPECT_EQ((*r)[0][0].id, id) << "run " << run;
+  }
 }
 
 TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
@@ -210,6 +228,7 @@ TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
       EXPECT_EQ((*r)[0][0].id, id);
       break;  // one per run keeps the test fast; Get above checked every id
     }
+    ExpectLexicalInStep(**c, model, run);
     std::printf("run %d: %lld ops acknowledged, %zu live ids, %llu rows\n", run,
                 static_cast<long long>(last + 1), model.size(),
                 static_cast<unsigned long long>(info.rows));
