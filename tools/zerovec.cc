@@ -20,7 +20,7 @@ constexpr Command kCommands[] = {
      R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
-          [--inflight N] [--threads N] [--chunk-long-texts]
+          [--inflight N] [--threads N] [--chunk-long-texts] [--lexical]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -36,6 +36,10 @@ constexpr Command kCommands[] = {
           of the window shared: rows ID#0, ID#1, ... with the text's metadata
           plus source_id (ID) and chunk (0, 1, ...).
           --group NAME: share the data dir with a Unix group (files 0640).
+          --lexical: a new collection also keeps a lexical (Xapian BM25,
+          English-stemmed) index of the texts, for query/attach --mode
+          lexical|hybrid. Off by default: it slows ingest and takes disk, and
+          vector-only corpora have no text. Fixed at creation.
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
@@ -62,14 +66,21 @@ constexpr Command kCommands[] = {
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--ef-search N] [--json] [--auth-token-file F]
-          [--timeout-s N]
-          Searches through a server.
+          [--timeout-s N] [--mode dense|lexical|hybrid] [--rrf-k F]
+          [--dense-weight F] [--lexical-weight F]
+          Searches through a server. --mode lexical (BM25 over the texts) and
+          hybrid (dense and lexical fused by reciprocal rank: score = dense-
+          weight/(rrf-k + dense rank) + lexical-weight/(rrf-k + lexical rank),
+          defaults 1, 1, 60) need --text and a collection built with
+          --lexical; their hits show both ranks.
 )"},
     {"attach", zv::tools::RunAttach,
      R"(--data DIR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--json] [--model DIR] [--device auto|cpu|cuda[:N]]
-          [--quiet]
+          [--quiet] [--mode dense|lexical|hybrid] [--rrf-k F]
+          [--dense-weight F] [--lexical-weight F]
           Searches the segment a server writes, from this process (no gRPC).
+          --mode as for query; lexical needs no model.
 )"},
     {"compact", zv::tools::RunCompact,
      R"(--server ADDR --collection NAME [--auth-token-file F] [--timeout-s N]
