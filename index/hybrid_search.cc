@@ -47,19 +47,41 @@ struct LexicalCandidate {
   double weight = 0;
 };
 
+// Without a filter nearly every document Xapian ranks is visible (it holds
+// live ids only, but for a write in progress), so the top k are looked up
+// after the match, not each candidate during it; a window that loses some is
+// doubled.
+StatusOr<std::vector<LexicalCandidate>> LexicalTopKUnfiltered(
+    const SearchContext& ctx, const LexicalSearcher& lexical,
+    const std::string& text, int k) {
+  for (int window = k;; window *= 2) {
+    ZV_ASSIGN_OR_RETURN(auto hits, lexical.Search(text, window, nullptr));
+    std::vector<LexicalCandidate> out;
+    for (const LexicalHit& h : hits) {
+      const std::optional<uint64_t> row = VisibleRow(ctx, h.id);
+      if (row) out.push_back({*row, h.weight});
+      if (out.size() == static_cast<size_t>(k)) break;
+    }
+    if (out.size() == static_cast<size_t>(k) ||
+        hits.size() < static_cast<size_t>(window)) {
+      return out;
+    }
+  }
+}
+
 // Up to `k` live rows matching the filter, best BM25 first.
 StatusOr<std::vector<LexicalCandidate>> LexicalTopK(
     const SearchContext& ctx, const LexicalSearcher& lexical,
     const std::string& text, int k, const Filter& filter) {
-  std::optional<CompiledFilter> compiled;
-  if (!filter.empty()) {
-    compiled = ctx.attrs->Compile(filter);
-    if (compiled->impossible) return std::vector<LexicalCandidate>{};
-  }
+  if (filter.empty()) return LexicalTopKUnfiltered(ctx, lexical, text, k);
+  const CompiledFilter compiled = ctx.attrs->Compile(filter);
+  if (compiled.impossible) return std::vector<LexicalCandidate>{};
+  // Each candidate is checked during the match, so a selective filter still
+  // yields k hits.
   std::unordered_map<std::string, uint64_t> rows;
   auto accept = [&](const std::string& id) {
     const std::optional<uint64_t> row = VisibleRow(ctx, id);
-    if (!row || (compiled && !ctx.attrs->Matches(*row, *compiled))) {
+    if (!row || !ctx.attrs->Matches(*row, compiled)) {
       return false;
     }
     rows[id] = *row;

@@ -234,7 +234,8 @@ std::vector<LexicalHit> RunQuery(
   enquire.set_weighting_scheme(Xapian::BM25Weight(kK1, kK2, kK3, kB,
                                                   kMinNormLen));
   AcceptDecider decider(accept);
-  const Xapian::MSet mset = enquire.get_mset(0, k, 0, nullptr, &decider);
+  const Xapian::MSet mset =
+      enquire.get_mset(0, k, 0, nullptr, accept ? &decider : nullptr);
   std::vector<LexicalHit> hits;
   for (auto it = mset.begin(); it != mset.end(); ++it) {
     hits.push_back({it.get_document().get_data(), it.get_weight()});

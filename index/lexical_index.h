@@ -85,7 +85,7 @@ class LexicalSearcher {
   void Refresh() { epoch_.fetch_add(1, std::memory_order_release); }
   // Up to k best documents for `query` (parsed as free text: stemmed words,
   // OR'ed, BM25), best first, among those `accept` (called with each
-  // candidate's id) lets through.
+  // candidate's id; null: all) lets through.
   StatusOr<std::vector<LexicalHit>> Search(
       const std::string& query, int k,
       const std::function<bool(const std::string& id)>& accept) const;
