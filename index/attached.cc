@@ -173,7 +173,7 @@ class AttachedImpl : public AttachedCollection {
   // Shared with the AttachedRows handed out, which keep its mappings alive.
   std::shared_ptr<shm::Reader> reader_;
   std::unique_ptr<AttributeTable> attrs_;
-  std::unique_ptr<AnnIndex> ann_;  // after reader_: destroyed first
+  std::unique_ptr<AnnIndex> ann_;             // after reader_: destroyed first
   std::unique_ptr<LexicalSearcher> lexical_;  // null: no lexical index
   uint64_t rows_ = 0;
 };

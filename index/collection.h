@@ -134,8 +134,8 @@ struct CollectionInfo {
   // (DatabaseOptions::gpu), and the device bytes the mirror holds.
   bool gpu_mirrored = false;
   uint64_t gpu_mirror_bytes = 0;
-  uint64_t gpu_searches = 0;  // Search calls answered on the GPU, ever
-  bool lexical = false;         // has a lexical index
+  uint64_t gpu_searches = 0;       // Search calls answered on the GPU, ever
+  bool lexical = false;            // has a lexical index
   uint64_t lexical_documents = 0;  // documents in it (items with text)
 };
 

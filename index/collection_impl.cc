@@ -368,7 +368,9 @@ Status CollectionImpl::PublishWritten(uint64_t first,
       return s;
     }
     for (const Record& r : records) g.attrs.Append(r);
-    for (uint64_t row : replaced) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    for (uint64_t row : replaced) {
+      ZV_RETURN_IF_ERROR(MarkLexicalStaleOnError(w.Tombstone(row)));
+    }
     MirrorPublished(g, replaced);
     // An ANN failure leaves the new rows to the exact tail search: no data is
     // lost.
@@ -664,7 +666,9 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
   {
     std::unique_lock<RwLock> l(mu_);
-    for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
+    for (uint64_t row : rows) {
+      ZV_RETURN_IF_ERROR(MarkLexicalStaleOnError(g.writer->Tombstone(row)));
+    }
     MirrorPublished(g, rows);
   }
   UpdateLexical({}, deleted_ids);

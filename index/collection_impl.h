@@ -117,6 +117,12 @@ class CollectionImpl : public Collection {
   void UpdateLexical(std::span<const Record> records,
                      std::span<const std::string> deleted_ids);
   std::string LexicalStamp(const Generation& g) const;
+  // A write that fails after its rows or tombstones are published never
+  // reaches step 5: no later stamp may claim the index is in step.
+  Status MarkLexicalStaleOnError(Status s) {
+    if (!s.ok() && lexical_writer_) lexical_stale_ = true;
+    return s;
+  }
   Status UpsertImpl(std::span<const Record> records,
                     const std::function<Status(std::span<float* const>)>& fill,
                     bool check_rows);

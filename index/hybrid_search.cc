@@ -35,8 +35,8 @@ StatusOr<Hit> HitOfRow(const SearchContext& ctx, uint64_t row,
   ctx.attrs->Describe(row, include_documents, &h.record);
   h.id = h.record.id;
   if (include_documents && ctx.store) {
-    ZV_ASSIGN_OR_RETURN(auto rec, ctx.store->GetRow(ctx.collection,
-                                                    ctx.generation, row, true));
+    ZV_ASSIGN_OR_RETURN(
+        auto rec, ctx.store->GetRow(ctx.collection, ctx.generation, row, true));
     if (rec) h.record.text = std::move(rec->text);
   }
   return h;
@@ -97,9 +97,8 @@ StatusOr<std::vector<Hit>> LexicalOnly(const SearchContext& ctx,
                                        const LexicalSearcher& lexical,
                                        const std::string& text,
                                        const SearchOptions& options) {
-  ZV_ASSIGN_OR_RETURN(
-      auto candidates,
-      LexicalTopK(ctx, lexical, text, options.k, options.filter));
+  ZV_ASSIGN_OR_RETURN(auto candidates, LexicalTopK(ctx, lexical, text,
+                                                   options.k, options.filter));
   std::vector<Hit> hits;
   for (size_t i = 0; i < candidates.size(); ++i) {
     ZV_ASSIGN_OR_RETURN(
@@ -211,8 +210,8 @@ StatusOr<std::vector<std::vector<Hit>>> SearchAnyMode(
     ZV_ASSIGN_OR_RETURN(auto lexical_candidates,
                         LexicalTopK(ctx, *lexical, options.query_texts[q],
                                     depth, options.filter));
-    ZV_ASSIGN_OR_RETURN(out[q], Fuse(ctx, std::move(dense[q]),
-                                     lexical_candidates, options));
+    ZV_ASSIGN_OR_RETURN(
+        out[q], Fuse(ctx, std::move(dense[q]), lexical_candidates, options));
   }
   return out;
 }

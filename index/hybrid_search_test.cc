@@ -85,8 +85,8 @@ class HybridTest : public ::testing::Test {
 using Ids = std::vector<std::string>;
 
 TEST_F(HybridTest, UpsertReplaceDeleteAndCompactKeepTheIndexesInStep) {
-  Upsert({Doc("a", "red apples in the orchard"),
-          Doc("b", "a blue whale swims"), Doc("c", "green apples and pears")});
+  Upsert({Doc("a", "red apples in the orchard"), Doc("b", "a blue whale swims"),
+          Doc("c", "green apples and pears")});
   const Ids apples = Lexical("apple");  // stemmed: "apples" matches
   EXPECT_EQ(std::set<std::string>(apples.begin(), apples.end()),
             (std::set<std::string>{"a", "c"}));
@@ -245,7 +245,7 @@ TEST_F(HybridTest, ReopenReconcilesALaggingLexicalIndex) {
     auto w = LexicalWriter::Open(dir_ / "collections" / "c" / kLexicalDirName,
                                  false);
     ASSERT_TRUE(w.ok()) << w.status();
-    ASSERT_TRUE((*w)->Remove("a").ok());                      // never indexed
+    ASSERT_TRUE((*w)->Remove("a").ok());                       // never indexed
     ASSERT_TRUE((*w)->Put("gone", "deleted mountains").ok());  // not live
     ASSERT_TRUE((*w)->Put("b", "stale text about valleys").ok());
     ASSERT_TRUE((*w)->Commit("crashed").ok());

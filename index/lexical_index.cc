@@ -146,9 +146,8 @@ Status LexicalWriter::ForEach(
   try {
     for (auto it = db_->postlist_begin(""); it != db_->postlist_end(""); ++it) {
       const Xapian::Document doc = db_->get_document(*it);
-      ZV_RETURN_IF_ERROR(
-          fn(doc.get_data(),
-             DecodeFingerprint(doc.get_value(kFingerprintSlot))));
+      ZV_RETURN_IF_ERROR(fn(
+          doc.get_data(), DecodeFingerprint(doc.get_value(kFingerprintSlot))));
     }
   } catch (const Xapian::Error& e) {
     return FromXapian(e, "scan");
@@ -231,8 +230,8 @@ std::vector<LexicalHit> RunQuery(
   const Xapian::Query query = parser.parse_query(text, 0);
   Xapian::Enquire enquire(db);
   enquire.set_query(query);
-  enquire.set_weighting_scheme(Xapian::BM25Weight(kK1, kK2, kK3, kB,
-                                                  kMinNormLen));
+  enquire.set_weighting_scheme(
+      Xapian::BM25Weight(kK1, kK2, kK3, kB, kMinNormLen));
   AcceptDecider decider(accept);
   const Xapian::MSet mset =
       enquire.get_mset(0, k, 0, nullptr, accept ? &decider : nullptr);

@@ -56,9 +56,8 @@ class LexicalWriter {
   StatusOr<std::string> Stamp() const;
   uint64_t documents() const;
   // Every document's id and text fingerprint (committed and staged).
-  Status ForEach(
-      const std::function<Status(const std::string& id, uint64_t fingerprint)>&
-          fn) const;
+  Status ForEach(const std::function<Status(const std::string& id,
+                                            uint64_t fingerprint)>& fn) const;
 
  private:
   LexicalWriter() = default;

@@ -167,8 +167,7 @@ bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
   std::string group;
   uint64_t lexical = 0;
   if (!d.U64(&version) || (version != 1 && version != kCatalogVersion) ||
-      !d.U64(&dim) || !d.U64(&metric) ||
-      !d.Str(&m->options.index.descriptor) ||
+      !d.U64(&dim) || !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
       !d.U64(&m->options.rows_per_extent) || !d.U64(&has_group) ||
       !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) ||
       (version >= 2 && !d.U64(&lexical)) || !d.done()) {

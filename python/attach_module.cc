@@ -123,8 +123,10 @@ class Attached {
     } else if (mode == "hybrid") {
       options.mode = index::SearchMode::kHybrid;
     } else if (mode != "dense") {
-      throw py::value_error("mode: expected 'dense', 'lexical' or 'hybrid', "
-                            "got '" + mode + "'");
+      throw py::value_error(
+          "mode: expected 'dense', 'lexical' or 'hybrid', "
+          "got '" +
+          mode + "'");
     }
     options.query_texts = std::move(query_texts);
     options.fusion.rrf_k = rrf_k;
@@ -146,10 +148,9 @@ class Attached {
     for (const auto& hits : results) {
       py::list row;
       for (const auto& h : hits) {
-        row.append(py::make_tuple(h.id, h.score, h.record.ns,
-                                  h.record.timestamp_ms, h.record.text,
-                                  h.record.metadata, h.dense_rank,
-                                  h.lexical_rank));
+        row.append(py::make_tuple(
+            h.id, h.score, h.record.ns, h.record.timestamp_ms, h.record.text,
+            h.record.metadata, h.dense_rank, h.lexical_rank));
       }
       out.append(row);
     }

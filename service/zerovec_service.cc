@@ -418,10 +418,9 @@ grpc::Status ZeroVecService::Search(grpc::ServerContext* ctx,
       ZV_RETURN_IF_ERROR(ValidateSearch(*req, limits_));
       const pb::Query* query = &req->query();
       ZV_ASSIGN_OR_RETURN(
-          auto results,
-          DoSearch(req->collection(), {&query, 1}, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search(), req->mode(),
-                   req->fusion()));
+          auto results, DoSearch(req->collection(), {&query, 1}, req->k(),
+                                 req->filter(), req->include_documents(),
+                                 req->ef_search(), req->mode(), req->fusion()));
       for (const auto& hit : results.at(0)) {
         ToProto(hit, req->include_documents(), resp->add_hits());
       }
@@ -442,10 +441,9 @@ grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
       std::vector<const pb::Query*> queries;
       for (const pb::Query& q : req->queries()) queries.push_back(&q);
       ZV_ASSIGN_OR_RETURN(
-          auto results,
-          DoSearch(req->collection(), queries, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search(), req->mode(),
-                   req->fusion()));
+          auto results, DoSearch(req->collection(), queries, req->k(),
+                                 req->filter(), req->include_documents(),
+                                 req->ef_search(), req->mode(), req->fusion()));
       for (const auto& hits : results) {
         pb::SearchResponse* out = resp->add_results();
         for (const auto& hit : hits)

@@ -109,11 +109,11 @@ Status Attach(const Flags& flags) {
 }  // namespace
 
 int RunAttach(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args,
-                            {"data", "collection", "text", "vector-file", "k",
-                             "namespace", "model", "device", "mode", "rrf-k",
-                             "dense-weight", "lexical-weight"},
-                            {"json", "quiet"});
+  auto flags = Flags::Parse(
+      args,
+      {"data", "collection", "text", "vector-file", "k", "namespace", "model",
+       "device", "mode", "rrf-k", "dense-weight", "lexical-weight"},
+      {"json", "quiet"});
   if (!flags.ok()) return Fail("attach", flags.status(), true);
   Status s = Attach(*flags);
   if (!s.ok()) return Fail("attach", s, IsUsageError(s));

@@ -273,8 +273,8 @@ StatusOr<index::SearchMode> ParseSearchMode(const std::string& mode) {
 StatusOr<index::FusionOptions> ParseFusionFlags(const Flags& flags) {
   index::FusionOptions f;
   ZV_ASSIGN_OR_RETURN(f.rrf_k, flags.GetDouble("rrf-k", f.rrf_k, 1e-6, 1e9));
-  ZV_ASSIGN_OR_RETURN(f.dense_weight, flags.GetDouble("dense-weight",
-                                                      f.dense_weight, 0, 1e6));
+  ZV_ASSIGN_OR_RETURN(f.dense_weight,
+                      flags.GetDouble("dense-weight", f.dense_weight, 0, 1e6));
   ZV_ASSIGN_OR_RETURN(
       f.lexical_weight,
       flags.GetDouble("lexical-weight", f.lexical_weight, 0, 1e6));

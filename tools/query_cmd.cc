@@ -37,11 +37,10 @@ Status Query(const Flags& flags) {
   req.set_k(static_cast<int32_t>(k));
   req.set_ef_search(static_cast<int32_t>(ef_search));
   req.set_include_documents(true);
-  req.set_mode(mode == index::SearchMode::kLexical
-                   ? zerovec::v1::SEARCH_MODE_LEXICAL
-               : mode == index::SearchMode::kHybrid
-                   ? zerovec::v1::SEARCH_MODE_HYBRID
-                   : zerovec::v1::SEARCH_MODE_DENSE);
+  req.set_mode(
+      mode == index::SearchMode::kLexical  ? zerovec::v1::SEARCH_MODE_LEXICAL
+      : mode == index::SearchMode::kHybrid ? zerovec::v1::SEARCH_MODE_HYBRID
+                                           : zerovec::v1::SEARCH_MODE_DENSE);
   req.mutable_fusion()->set_rrf_k(fusion.rrf_k);
   req.mutable_fusion()->set_dense_weight(fusion.dense_weight);
   req.mutable_fusion()->set_lexical_weight(fusion.lexical_weight);

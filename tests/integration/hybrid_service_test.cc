@@ -65,7 +65,8 @@ TEST_F(HybridServiceTest, HybridAndLexicalWithTheModel) {
   pb::UpsertRequest up;
   up.set_collection("notes");
   *up.add_items() = TextItem("n1", "the dog chased a cat in the park", "ann");
-  *up.add_items() = TextItem("n2", "ticket KX-7731 is about the login bug", "ann");
+  *up.add_items() =
+      TextItem("n2", "ticket KX-7731 is about the login bug", "ann");
   *up.add_items() = TextItem("n3", "a puppy played with a kitten", "bob");
   *up.add_items() = TextItem("n4", "quarterly revenue grew strongly", "bob");
   {
@@ -113,8 +114,8 @@ TEST_F(HybridServiceTest, HybridAndLexicalWithTheModel) {
               1.0 / (1 + resp.hits(0).dense_rank()) + 1.0 / 2, 1e-6);
 
   // Filters apply in both modes.
-  auto filtered = TextQuery("notes", "dog cat puppy kitten ticket",
-                            pb::SEARCH_MODE_HYBRID);
+  auto filtered =
+      TextQuery("notes", "dog cat puppy kitten ticket", pb::SEARCH_MODE_HYBRID);
   filtered.mutable_filter()->set_namespace_("bob");
   resp.Clear();
   ASSERT_TRUE(Search(filtered, &resp).ok());
