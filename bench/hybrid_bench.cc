@@ -101,12 +101,12 @@ struct Latency {
 
 Latency Measure(const Collection& c, SearchMode mode,
                 const std::vector<std::string>& texts,
-                const std::vector<float>& vectors) {
+                const std::vector<float>& vectors, int k = kK) {
   std::vector<double> ms;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t q = 0; q < texts.size(); ++q) {
     SearchOptions o;
-    o.k = kK;
+    o.k = k;
     o.mode = mode;
     if (mode != SearchMode::kDense) o.query_texts = {texts[q]};
     std::span<const float> v;
@@ -172,6 +172,12 @@ int Run(const Flags& f) {
                 f.rows, f.index.c_str(), rate[0], rate[1], name, l.p50_ms,
                 l.p95_ms, l.qps);
   }
+  // Hybrid's dense side alone: k = the fusion depth (kDefaultFusionDepth).
+  const Latency deep = Measure(*lexical, SearchMode::kDense, texts, vectors,
+                               kDefaultFusionDepth);
+  std::printf("| %zu | %s | %.0f | %.0f | dense, k %d | %.2f | %.2f | %.0f |\n",
+              f.rows, f.index.c_str(), rate[0], rate[1], kDefaultFusionDepth,
+              deep.p50_ms, deep.p95_ms, deep.qps);
   std::error_code ec;
   lexical.reset();
   db->reset();
