@@ -1,7 +1,9 @@
 // Lexical and hybrid search through collections (issue 17): the Xapian index
 // follows upserts, replacements, deletes and compaction; filters hold in every
 // mode; reopening repairs a lagging index; attached readers search it too.
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "index/collection.h"
@@ -291,6 +293,50 @@ TEST_F(HybridTest, AttachedReaderRunsLexicalAndHybridSearches) {
   EXPECT_EQ((*r)[0][0].id, "c");
   for (const Hit& h : (*r)[0]) EXPECT_NE(h.id, "a");
   EXPECT_EQ((*reader)->Describe().lexical_documents, 2u);
+}
+
+// Searches in every mode from two threads while a writer replaces, deletes and
+// compacts: no search fails, and every hit is an id the writer stored.
+TEST_F(HybridTest, SearchesRunConcurrentlyWithWrites) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> searches{0}, failures{0};
+  auto searcher = [&](SearchMode mode) {
+    SearchOptions o;
+    o.k = 5;
+    o.mode = mode;
+    o.query_texts = {"common words item"};
+    for (int i = 0; !stop; ++i) {
+      auto r = c_->Search(
+          mode == SearchMode::kLexical ? std::vector<float>{} : Axis(i), o);
+      if (!r.ok()) {
+        ++failures;
+        ADD_FAILURE() << r.status();
+        return;
+      }
+      for (const Hit& h : (*r)[0]) {
+        if (h.id.rfind("item-", 0) != 0) ++failures;
+      }
+      ++searches;
+    }
+  };
+  std::thread lexical(searcher, SearchMode::kLexical);
+  std::thread hybrid(searcher, SearchMode::kHybrid);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<Record> recs;
+    for (int i = 0; i < 20; ++i) {
+      recs.push_back(Doc("item-" + std::to_string((round * 7 + i) % 50),
+                         "common words item round " + std::to_string(round)));
+    }
+    Upsert(recs, round);
+    ASSERT_TRUE(c_->Delete(Ids{"item-" + std::to_string(round % 50)}).ok());
+    if (round % 10 == 9) ASSERT_TRUE(c_->Compact().ok());
+  }
+  while (searches < 20 && failures == 0) std::this_thread::yield();
+  stop = true;
+  lexical.join();
+  hybrid.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(c_->Describe().lexical_documents, c_->Describe().live_rows);
 }
 
 }  // namespace
