@@ -659,6 +659,11 @@ Status Build(const Flags& flags, BuildStats* stats,
   std::shared_ptr<index::Collection> collection;
   if (auto existing = (*db)->GetCollection(*collection_name); existing.ok()) {
     collection = *existing;
+    if (flags.Has("lexical") && !collection->Describe().lexical) {
+      return FailedPreconditionError(
+          "--lexical: collection " + *collection_name +
+          " was created without a lexical index (fixed at creation)");
+    }
     if (collection->Describe().dim != dim) {
       return FailedPreconditionError(
           "collection " + *collection_name + " has dim " +
@@ -672,6 +677,7 @@ Status Build(const Flags& flags, BuildStats* stats,
     index::CollectionOptions options;
     options.dim = dim;
     options.index.descriptor = descriptor;
+    options.lexical = flags.Has("lexical");
     auto created = (*db)->CreateCollection(*collection_name, options);
     if (!created.ok()) return fail(created.status());
     collection = *created;
@@ -759,7 +765,7 @@ int RunBuild(const std::vector<std::string>& args) {
       Flags::Parse(args,
                    {"data", "collection", "input", "model", "index", "batch",
                     "format", "device", "ids", "inflight", "group", "threads"},
-                   {"chunk-long-texts"});
+                   {"chunk-long-texts", "lexical"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;
