@@ -134,6 +134,24 @@ class LiveRows : public faiss::IDSelector {
   const shm::SegmentView& view_;
 };
 
+// Live rows not expired at `now` (no filter): checked per candidate, so a
+// search between an expiry and its sweep needs no pass over every row.
+class LiveUnexpiredRows : public faiss::IDSelector {
+ public:
+  LiveUnexpiredRows(const shm::SegmentView& view, const AttributeTable& table,
+                    int64_t now_ms)
+      : view_(view), table_(table), now_ms_(now_ms) {}
+  bool is_member(idx_t row) const override {
+    return !view_.IsTombstoned(row) &&
+           !IsExpired(table_.expires(static_cast<uint64_t>(row)), now_ms_);
+  }
+
+ private:
+  const shm::SegmentView& view_;
+  const AttributeTable& table_;
+  int64_t now_ms_;
+};
+
 // Shifts block-local ids (what faiss's knn functions pass) to row numbers.
 class OffsetSelector : public faiss::IDSelector {
  public:

@@ -97,20 +97,25 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
   TopK top(nq, k, view.info().metric);
 
   // Which rows qualify: all live rows, or a bitmap of live rows matching the
-  // filter and not expired (only built while some row may have expired and
-  // not been swept yet).
+  // filter. Rows expired but not yet swept (only between an expiry and the
+  // next sweep) are left out by the bitmap, or without a filter by a check
+  // per candidate; a GPU search takes its mask as a bitmap.
   std::optional<RowBitmap> bitmap;
   LiveRows live(view);
+  const int64_t now = NowMs();
+  LiveUnexpiredRows unexpired(view, *ctx.attrs, now);
   const faiss::IDSelector* sel = nullptr;
   uint64_t available = ctx.rows - std::min(ctx.rows, view.TombstoneCount());
-  const int64_t now = NowMs();
   const bool expiry = ctx.attrs->MayHaveExpired(now);
-  if (!options.filter.empty() || expiry) {
+  const bool on_gpu = ctx.gpu != nullptr && ctx.gpu->rows() == ctx.rows;
+  if (!options.filter.empty() || (expiry && on_gpu)) {
     CompiledFilter f = ctx.attrs->Compile(options.filter);
     if (expiry) f.now_ms = now;
     bitmap.emplace(view, *ctx.attrs, f, ctx.rows);
     sel = &*bitmap;
     available = bitmap->count();
+  } else if (expiry) {
+    sel = &unexpired;  // `available` over-counts: an under-fill goes exact
   } else if (view.TombstoneCount() > 0) {
     sel = &live;
   }
