@@ -251,7 +251,7 @@ int Main(const Flags& f) {
   if (!f.skip_hnsw && !f.skip_faiss_hnsw) {
     faiss::IndexHNSWFlat hf(kDim, 32, faiss::METRIC_INNER_PRODUCT);
     hf.hnsw.efConstruction = 40;
-    hf.hnsw.efSearch = 128;
+    hf.hnsw.efSearch = kDefaultEfSearch;  // the same width as ours
     Row hr{"faiss IndexHNSWFlat (own copy)"};
     hr.build_s = Seconds([&] { hf.add(f.rows, base.data()); });
     const auto* storage =

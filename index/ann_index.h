@@ -22,22 +22,11 @@
 
 #include "base/status.h"
 #include "index/collection.h"
+#include "index/descriptor.h"
 #include "index/flat_index.h"
 #include "shm/segment.h"
 
 namespace zv::index {
-
-struct IndexKind {
-  enum Type { kFlat, kHnsw, kIvfPq } type = kFlat;
-  int hnsw_m = 32;
-  int nlist = 0;
-  int pq_m = 0;
-};
-
-// INVALID_ARGUMENT (naming index.descriptor) for an unknown or unfit
-// descriptor.
-StatusOr<IndexKind> ParseDescriptor(const std::string& descriptor,
-                                    uint32_t dim);
 
 // Search-time knobs (defaults are what the recall tests assert against).
 struct AnnSearchParams {

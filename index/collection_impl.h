@@ -37,10 +37,12 @@ Status WriteCurrent(const std::filesystem::path& root, uint64_t generation);
 
 class CollectionImpl : public Collection {
  public:
-  // Creates generation 1 on disk and in the catalog.
+  // Creates generation 1 on disk and in the catalog; `kind` is what
+  // ValidateCollectionOptions parsed from options.index.descriptor.
   static StatusOr<std::shared_ptr<CollectionImpl>> Create(
       std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
-      const std::string& name, const CollectionOptions& options);
+      const std::string& name, const CollectionOptions& options,
+      const IndexKind& kind);
   // Opens the catalog's generation and reconciles it with the meta store.
   static StatusOr<std::shared_ptr<CollectionImpl>> Open(
       std::shared_ptr<MetaStore> store, const std::filesystem::path& root,

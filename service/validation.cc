@@ -5,7 +5,9 @@
 #include <unordered_set>
 
 #include "index/collection.h"
+#include "index/descriptor.h"
 #include "index/text_rules.h"
+#include "index/validate.h"
 
 namespace zv::service {
 namespace {
@@ -41,12 +43,7 @@ Status CheckBatchSize(std::string_view field, int n, const Limits& limits) {
 }
 
 Status CheckId(std::string_view field, const std::string& id) {
-  if (id.empty()) return Invalid(field, "empty id");
-  if (id.size() > index::kMaxIdBytes) {
-    return Invalid(field, "id of " + std::to_string(id.size()) +
-                              " bytes, the limit is " +
-                              std::to_string(index::kMaxIdBytes));
-  }
+  ZV_RETURN_IF_ERROR(index::CheckIdBytes(std::string(field), id));
   return CheckUtf8(field, id);
 }
 
@@ -105,8 +102,8 @@ Status CheckMetadata(
                               std::to_string(kMaxMetadataEntries));
   }
   for (const auto& [key, value] : metadata) {
-    if (key.empty()) return Invalid(field, "empty key");
-    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + " key", key));
+    ZV_RETURN_IF_ERROR(
+        index::CheckMetadataEntry(std::string(field), key, value));
     if (key.size() > kMaxMetadataKeyBytes) {
       return Invalid(
           std::string(field) + "[" + key.substr(0, 32) + "...]",
@@ -117,7 +114,6 @@ Status CheckMetadata(
                      "value longer than " +
                          std::to_string(kMaxMetadataValueBytes) + " bytes");
     }
-    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + "[" + key + "]", value));
   }
   return OkStatus();
 }
@@ -158,14 +154,11 @@ Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
                                 std::to_string(kMaxIndexDescriptorBytes) +
                                 " bytes");
   }
-  for (char c : req.index()) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != ',' && c != '_') {
-      return Invalid("index",
-                     "unexpected character in descriptor \"" + req.index() +
-                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ32\")");
-    }
-  }
-  return OkStatus();
+  // The index's descriptor rule, against the dimension the collection will
+  // have (the model's when the request names none).
+  const uint32_t dim = req.dim() != 0 ? req.dim() : model_dim;
+  return index::ParseDescriptor(req.index().empty() ? "Flat" : req.index(), dim)
+      .status();
 }
 
 Status ValidateUpsert(const zerovec::v1::UpsertRequest& req,
@@ -259,14 +252,10 @@ Status ValidateFilter(const zerovec::v1::Filter& filter) {
   if (filter.max_timestamp_ms() < 0) {
     return Invalid("filter.max_timestamp_ms", "negative");
   }
-  if (filter.max_timestamp_ms() != 0 &&
-      filter.min_timestamp_ms() > filter.max_timestamp_ms()) {
-    return Invalid("filter", "min_timestamp_ms " +
-                                 std::to_string(filter.min_timestamp_ms()) +
-                                 " is after max_timestamp_ms " +
-                                 std::to_string(filter.max_timestamp_ms()));
-  }
-  return OkStatus();
+  // 0 is proto3's "unset": no upper bound.
+  if (filter.max_timestamp_ms() == 0) return OkStatus();
+  return index::CheckTimestampRange(filter.min_timestamp_ms(),
+                                    filter.max_timestamp_ms());
 }
 
 Status ValidateSearch(const zerovec::v1::SearchRequest& req,
