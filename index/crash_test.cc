@@ -127,7 +127,7 @@ bool IdMatches(Collection& c, const std::string& id, const Model& m) {
 }
 
 TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
-  const auto dir = testing::NewTempDir("crash").string();
+  const auto dir = testing::MakeTempDir("crash").string();
   std::mt19937 rng(42);
   Model model;
   int64_t next = 0;
