@@ -1,3 +1,5 @@
+// Over 600 lines: CollectionImpl's write protocol, recovery and search share
+// its private state (compaction: compaction.cc; attached readers: attached.cc).
 #include "index/collection_impl.h"
 
 #include <atomic>

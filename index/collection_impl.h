@@ -116,6 +116,10 @@ class CollectionImpl : public Collection {
   Status PublishWritten(uint64_t first, std::span<const Record> records,
                         const std::vector<uint64_t>& replaced);
   Status CheckAlive() const;
+  // Compaction (compaction.cc): copies the live rows of `old` into `next`
+  // and their metadata into `batch` (written by the caller: the commit point).
+  Status CopyLiveRows(const Generation& old, Generation* next,
+                      MetaStore::Batch* batch);
   // Mirrors `g` if GPU search is on and it fits; logs either way. Caller holds
   // write_mu_ (not mu_: taken to publish the mirror when `g` is g_).
   void BuildMirror(Generation* g);
