@@ -1,11 +1,12 @@
+// clang-format off
 // Approximate indexes over a segment's rows, chosen by FAISS-style descriptor:
 //   "Flat"           no ANN index; exact search in place (flat_index.h)
 //   "HNSW<M>"        immutable HNSW pieces over row ranges, mapped and
 //                    searched in place, built in the background
 //                    (hnsw_pieces.h)
 //   "IVF<n>,PQ<m>"   faiss::IndexIVFPQ, codes in their own mmapped file,
-//   re-ranked
-//                    exactly against the rows in place
+//                    re-ranked exactly against the rows in place
+// clang-format on
 // An index covers rows [0, indexed()); the collection searches the rest
 // exactly, so every committed row is always searchable.
 #ifndef ZEROVEC_INDEX_ANN_INDEX_H_
