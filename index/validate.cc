@@ -45,15 +45,30 @@ StatusOr<IndexKind> ValidateCollectionOptions(
   return ParseDescriptor(options.index.descriptor, options.dim);
 }
 
-Status CheckIdBytes(const std::string& field, std::string_view id) {
-  if (id.empty()) return InvalidArgumentError(field + " is empty");
-  if (id.size() > kMaxIdBytes) {
-    return InvalidArgumentError(field + " is " + std::to_string(id.size()) +
-                                " bytes; the limit is " +
-                                std::to_string(kMaxIdBytes));
-  }
-  return OkStatus();
+IdRule CheckIdRule(std::string_view id) {
+  if (id.empty()) return IdRule::kEmpty;
+  if (id.size() > kMaxIdBytes) return IdRule::kTooLong;
+  return IdRule::kOk;
 }
+
+namespace {
+
+// The index's wording of CheckIdRule's breaches.
+Status CheckIdBytes(const std::string& field, std::string_view id) {
+  switch (CheckIdRule(id)) {
+    case IdRule::kOk:
+      return OkStatus();
+    case IdRule::kEmpty:
+      return InvalidArgumentError(field + " is empty");
+    case IdRule::kTooLong:
+      break;
+  }
+  return InvalidArgumentError(field + " is " + std::to_string(id.size()) +
+                              " bytes; the limit is " +
+                              std::to_string(kMaxIdBytes));
+}
+
+}  // namespace
 
 Status CheckMetadataEntry(const std::string& field, const std::string& key,
                           const std::string& value) {

@@ -16,14 +16,16 @@ namespace zv::index {
 
 // Ids (non-empty, <= kMaxIdBytes, unique in the batch) and metadata keys.
 Status ValidateRecords(std::span<const Record> records);
-// The id rule: non-empty and at most kMaxIdBytes (UTF-8 is CheckUtf8's).
-// INVALID_ARGUMENT "<field> is empty" / "<field> is N bytes; the limit is M".
-Status CheckIdBytes(const std::string& field, std::string_view id);
+// The id rule: non-empty and at most kMaxIdBytes bytes (UTF-8 is
+// CheckUtf8's). Each layer words a breach for its own field.
+enum class IdRule { kOk, kEmpty, kTooLong };
+IdRule CheckIdRule(std::string_view id);
 // A metadata entry: a non-empty UTF-8 key ("<field> has an empty key",
 // "<field> key: ...") and a UTF-8 value ("<field>[key]: ...").
 Status CheckMetadataEntry(const std::string& field, const std::string& key,
                           const std::string& value);
 // A timestamp range, both ends inclusive: min must not be after max.
+// INVALID_ARGUMENT naming filter.min_timestamp_ms and filter.max_timestamp_ms.
 Status CheckTimestampRange(int64_t min_timestamp_ms, int64_t max_timestamp_ms);
 // INVALID_ARGUMENT naming the field for a malformed filter.
 Status ValidateFilter(const Filter& filter);

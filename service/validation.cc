@@ -42,8 +42,18 @@ Status CheckBatchSize(std::string_view field, int n, const Limits& limits) {
   return OkStatus();
 }
 
+// The index's id rule, in the service's words.
 Status CheckId(std::string_view field, const std::string& id) {
-  ZV_RETURN_IF_ERROR(index::CheckIdBytes(std::string(field), id));
+  switch (index::CheckIdRule(id)) {
+    case index::IdRule::kOk:
+      break;
+    case index::IdRule::kEmpty:
+      return Invalid(field, "empty id");
+    case index::IdRule::kTooLong:
+      return Invalid(field, "id of " + std::to_string(id.size()) +
+                                " bytes, the limit is " +
+                                std::to_string(index::kMaxIdBytes));
+  }
   return CheckUtf8(field, id);
 }
 
@@ -102,8 +112,8 @@ Status CheckMetadata(
                               std::to_string(kMaxMetadataEntries));
   }
   for (const auto& [key, value] : metadata) {
-    ZV_RETURN_IF_ERROR(
-        index::CheckMetadataEntry(std::string(field), key, value));
+    if (key.empty()) return Invalid(field, "empty key");
+    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + " key", key));
     if (key.size() > kMaxMetadataKeyBytes) {
       return Invalid(
           std::string(field) + "[" + key.substr(0, 32) + "...]",
@@ -114,6 +124,7 @@ Status CheckMetadata(
                      "value longer than " +
                          std::to_string(kMaxMetadataValueBytes) + " bytes");
     }
+    ZV_RETURN_IF_ERROR(CheckUtf8(std::string(field) + "[" + key + "]", value));
   }
   return OkStatus();
 }
@@ -252,10 +263,18 @@ Status ValidateFilter(const zerovec::v1::Filter& filter) {
   if (filter.max_timestamp_ms() < 0) {
     return Invalid("filter.max_timestamp_ms", "negative");
   }
-  // 0 is proto3's "unset": no upper bound.
-  if (filter.max_timestamp_ms() == 0) return OkStatus();
-  return index::CheckTimestampRange(filter.min_timestamp_ms(),
-                                    filter.max_timestamp_ms());
+  // 0 is proto3's "unset": no upper bound. The index's range rule, in the
+  // service's words.
+  if (filter.max_timestamp_ms() != 0 &&
+      !index::CheckTimestampRange(filter.min_timestamp_ms(),
+                                  filter.max_timestamp_ms())
+           .ok()) {
+    return Invalid("filter", "min_timestamp_ms " +
+                                 std::to_string(filter.min_timestamp_ms()) +
+                                 " is after max_timestamp_ms " +
+                                 std::to_string(filter.max_timestamp_ms()));
+  }
+  return OkStatus();
 }
 
 Status ValidateSearch(const zerovec::v1::SearchRequest& req,
