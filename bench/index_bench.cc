@@ -1,11 +1,13 @@
 // Index benchmark: exact search in place over the segment vs faiss::IndexFlatIP
-// holding its own copy, and HNSW in place vs faiss::IndexHNSWFlat: recall@10,
+// holding its own copy, and HNSW in place vs faiss::IndexHNSWFlat and hnswlib
+// (both with their own copy; same M 32 and efConstruction): recall@10,
 // latency, QPS and index-owned memory. Prints a markdown table.
 //
 //   bazel run -c opt //bench:index_bench -- --rows=100000 [--queries=200]
-//   [--skip_hnsw] [--skip_faiss_hnsw]
+//   [--skip_hnsw] [--skip_faiss_hnsw] [--skip_hnswlib]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
+#include <hnswlib/hnswlib.h>
 #include <omp.h>
 
 #include <chrono>
@@ -34,6 +36,7 @@ struct Flags {
   size_t queries = 200;
   bool skip_hnsw = false;
   bool skip_faiss_hnsw = false;  // its build alone is ~8 min at 1M on 2 cores
+  bool skip_hnswlib = false;
 };
 
 double Seconds(const std::function<void()>& fn) {
@@ -141,26 +144,75 @@ void PrintSweeps(const std::vector<Sweep>& sweeps, size_t nq) {
     }
     std::printf("\n");
   }
-  if (sweeps.size() != 2) return;
-  std::printf(
-      "\nAt matched recall (cheapest swept efSearch reaching the target)\n\n"
-      "| recall@10 >= | %s ef | %s ef | latency ratio (%s / %s) | QPS ratio "
-      "(%s / %s) |\n|---|---|---|---|---|\n",
-      sweeps[0].name.c_str(), sweeps[1].name.c_str(), sweeps[1].name.c_str(),
-      sweeps[0].name.c_str(), sweeps[0].name.c_str(), sweeps[1].name.c_str());
-  for (double target : {0.90, 0.95, 0.99}) {
-    const Row* a = AtRecall(sweeps[0], target);
-    const Row* b = AtRecall(sweeps[1], target);
-    if (a == nullptr || b == nullptr) {
-      std::printf("| %.2f | %s | %s | - | - |\n", target,
-                  a ? a->name.c_str() : "not reached",
-                  b ? b->name.c_str() : "not reached");
-      continue;
+  // The first sweep (ZeroVec) against each other one.
+  for (size_t other = 1; other < sweeps.size(); ++other) {
+    const Sweep& zv = sweeps[0];
+    const Sweep& peer = sweeps[other];
+    std::printf(
+        "\nAt matched recall (cheapest swept efSearch reaching the target)\n\n"
+        "| recall@10 >= | %s ef | %s ef | latency ratio (%s / %s) | QPS ratio "
+        "(%s / %s) |\n|---|---|---|---|---|\n",
+        zv.name.c_str(), peer.name.c_str(), peer.name.c_str(), zv.name.c_str(),
+        zv.name.c_str(), peer.name.c_str());
+    for (double target : {0.90, 0.95, 0.99}) {
+      const Row* a = AtRecall(zv, target);
+      const Row* b = AtRecall(peer, target);
+      if (a == nullptr || b == nullptr) {
+        std::printf("| %.2f | %s | %s | - | - |\n", target,
+                    a ? a->name.c_str() : "not reached",
+                    b ? b->name.c_str() : "not reached");
+        continue;
+      }
+      std::printf("| %.2f | %s | %s | %.2f | %.2f |\n", target, a->name.c_str(),
+                  b->name.c_str(), b->latency_ms / a->latency_ms,
+                  a->qps / b->qps);
     }
-    std::printf("| %.2f | %s | %s | %.2f | %.2f |\n", target, a->name.c_str(),
-                b->name.c_str(), b->latency_ms / a->latency_ms,
-                a->qps / b->qps);
   }
+}
+
+// hnswlib (the reference HNSW implementation), built on every OpenMP thread
+// with its own copy of the vectors; M and efConstruction as ZeroVec's.
+void RunHnswlib(const Flags& f, const std::vector<float>& base,
+                const float* queries, const std::vector<int64_t>& truth,
+                std::vector<Row>* rows, std::vector<Sweep>* sweeps) {
+  hnswlib::InnerProductSpace space(kDim);
+  hnswlib::HierarchicalNSW<float> index(&space, f.rows, /*M=*/32,
+                                        kHnswEfConstruction);
+  Row row{"hnswlib M32 (own copy)"};
+  row.build_s = Seconds([&] {
+#pragma omp parallel for schedule(dynamic, 256)
+    for (size_t i = 0; i < f.rows; ++i) {
+      index.addPoint(base.data() + i * kDim,
+                     static_cast<hnswlib::labeltype>(i));
+    }
+  });
+  row.memory_mb = (index.max_elements_ * index.size_data_per_element_ +
+                   index.max_elements_ * sizeof(void*)) /
+                  1e6;
+  for (size_t i = 0; i < f.rows; ++i) {
+    if (index.element_levels_[i] > 0)
+      row.memory_mb +=
+          index.size_links_per_element_ * index.element_levels_[i] / 1e6;
+  }
+  const auto at_ef = [&index](int ef) -> SearchFn {
+    return [&index, ef](size_t nq, const float* q, int64_t* labels) {
+      index.setEf(static_cast<size_t>(ef));
+#pragma omp parallel for if (nq > 1)
+      for (size_t i = 0; i < nq; ++i) {
+        auto top = index.searchKnn(q + i * kDim, kK);
+        for (int j = kK - 1; j >= 0; --j) {  // the queue pops worst first
+          labels[i * kK + j] = -1;
+          if (!top.empty()) {
+            labels[i * kK + j] = static_cast<int64_t>(top.top().second);
+            top.pop();
+          }
+        }
+      }
+    };
+  };
+  Measure(&row, f.queries, queries, at_ef(kDefaultEfSearch), truth);
+  rows->push_back(row);
+  sweeps->push_back(RunSweep("hnswlib", f.queries, queries, at_ef, truth));
 }
 
 std::shared_ptr<Collection> BuildCollection(Database& db,
@@ -250,8 +302,8 @@ int Main(const Flags& f) {
   }
   if (!f.skip_hnsw && !f.skip_faiss_hnsw) {
     faiss::IndexHNSWFlat hf(kDim, 32, faiss::METRIC_INNER_PRODUCT);
-    hf.hnsw.efConstruction = 40;
-    hf.hnsw.efSearch = kDefaultEfSearch;  // the same width as ours
+    hf.hnsw.efConstruction = kHnswEfConstruction;  // ZeroVec's, not faiss's 40
+    hf.hnsw.efSearch = kDefaultEfSearch;
     Row hr{"faiss IndexHNSWFlat (own copy)"};
     hr.build_s = Seconds([&] { hf.add(f.rows, base.data()); });
     const auto* storage =
@@ -280,6 +332,9 @@ int Main(const Flags& f) {
         },
         truth));
   }
+
+  if (!f.skip_hnsw && !f.skip_hnswlib)
+    RunHnswlib(f, base, queries, truth, &rows, &sweeps);
 
   std::printf("\n%zu rows, dim %u, %zu queries, k=%d, %d OpenMP threads\n\n",
               f.rows, kDim, f.queries, kK, omp_get_max_threads());
@@ -320,10 +375,12 @@ int main(int argc, char** argv) {
       f.skip_hnsw = true;
     } else if (a == "--skip_faiss_hnsw") {
       f.skip_faiss_hnsw = true;
+    } else if (a == "--skip_hnswlib") {
+      f.skip_hnswlib = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--rows=N] [--queries=N] [--skip_hnsw] "
-                   "[--skip_faiss_hnsw]\n",
+                   "[--skip_faiss_hnsw] [--skip_hnswlib]\n",
                    argv[0]);
       return 2;
     }

@@ -141,6 +141,14 @@ class AttachedImpl : public AttachedCollection {
           return OkStatus();
         }));
     while (t.size() < committed) t.AppendAbsent();
+    // Expired rows the writer has swept are tombstoned: drop them from the
+    // expiry queue, so searches skip the expiry check again (the writer's
+    // sweep does the same for its own table).
+    std::vector<uint64_t> due = t.PopExpired(NowMs()), unswept;
+    for (uint64_t row : due) {
+      if (!reader_->IsTombstoned(row)) unswept.push_back(row);
+    }
+    t.RequeueExpired(unswept);
     rows_ = committed;
     return OkStatus();
   }

@@ -43,7 +43,18 @@ struct CollectionOptions {
   uint64_t rows_per_extent = 65536;
   std::optional<std::string> group;  // files 0640 + this group, else 0600
   bool sync = false;                 // fsync before acknowledging writes
+  // Items upserted without an expiry expire this long after their upsert;
+  // 0: never (issue 17: agent memories, semantic caches).
+  int64_t default_ttl_ms = 0;
 };
+
+// The one clock rule for expiry, shared by the writer and attached readers:
+// a row whose expires_at_ms is set (> 0) is expired once the wall clock
+// (milliseconds since the Unix epoch) reaches it.
+int64_t NowMs();
+inline bool IsExpired(int64_t expires_at_ms, int64_t now_ms) {
+  return expires_at_ms > 0 && expires_at_ms <= now_ms;
+}
 
 // One item of an upsert. The vector travels separately (see
 // Collection::Upsert).
@@ -53,6 +64,9 @@ struct Record {
   std::string ns;    // namespace (agent / session); may be empty
   std::map<std::string, std::string> metadata;
   int64_t timestamp_ms = 0;
+  // When the item expires (ms since the Unix epoch, see IsExpired); 0: the
+  // collection's default TTL from the upsert, or never without one.
+  int64_t expires_at_ms = 0;
 };
 
 // Restricts a search. All present conditions must hold (AND).
@@ -67,6 +81,20 @@ struct Filter {
   }
 };
 
+// Time-aware ranking: the best `candidates` rows by similarity are re-scored
+// exactly with a recency term and the best k of them returned. With age =
+// now - timestamp (0 for a future timestamp) and r = 0.5^(age / half_life):
+//   weight == 0: score = similarity * r (inner product)
+//                        distance / r   (L2: lower stays better)
+//   weight  > 0: score = similarity + weight * r (inner product)
+//                        distance - weight * r   (L2)
+struct Recency {
+  int64_t half_life_ms = 0;  // > 0
+  double weight = 0;
+  int64_t now_ms = 0;  // the age reference; 0: NowMs()
+  int candidates = 0;  // [k, kMaxK]; 0: max(10 k, 100) capped at kMaxK
+};
+
 struct SearchOptions {
   int k = 10;
   Filter filter;
@@ -74,6 +102,7 @@ struct SearchOptions {
   // HNSW candidate-list width, [k, kMaxEfSearch]; 0 = kDefaultEfSearch.
   // Wider: higher recall, slower. Other indexes ignore it.
   int ef_search = 0;
+  std::optional<Recency> recency;
 };
 
 struct Hit {
@@ -103,7 +132,10 @@ struct CollectionInfo {
   // (DatabaseOptions::gpu), and the device bytes the mirror holds.
   bool gpu_mirrored = false;
   uint64_t gpu_mirror_bytes = 0;
-  uint64_t gpu_searches = 0;  // Search calls answered on the GPU, ever
+  uint64_t gpu_searches = 0;   // Search calls answered on the GPU, ever
+  int64_t default_ttl_ms = 0;  // CollectionOptions::default_ttl_ms
+  // Expired rows the sweep tombstoned since the collection was opened.
+  uint64_t expired_swept = 0;
 };
 
 // What one Compact() did.
@@ -185,6 +217,15 @@ class Collection {
       std::span<const std::string> ids) const = 0;
   // Returns how many of the ids existed and were deleted.
   virtual StatusOr<uint64_t> Delete(std::span<const std::string> ids) = 0;
+  // Renews items: each live, unexpired id gets `expires_at_ms` (0: now plus
+  // the default TTL, or never without one). Stored as a replacement row with
+  // the same vector and record, so readers see it through the usual publish
+  // protocol. Returns how many ids were renewed.
+  virtual StatusOr<uint64_t> Touch(std::span<const std::string> ids,
+                                   int64_t expires_at_ms) = 0;
+  // Tombstones every live row expired at `now_ms` (the background sweep;
+  // compaction then reclaims the space). Returns how many.
+  virtual StatusOr<uint64_t> SweepExpired(int64_t now_ms) = 0;
   // Rewrites the collection without tombstoned rows as a new segment
   // generation. Searches keep answering from the old generation until the
   // switch; other writers wait.

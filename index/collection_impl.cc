@@ -43,6 +43,22 @@ namespace {
 // How long a write waits for a lagging index before UNAVAILABLE.
 constexpr auto kAdmitTimeout = std::chrono::seconds(30);
 
+// `records`, or copies in `*storage` where those without an expiry get `at`
+// (0: nothing to apply).
+std::span<const Record> WithDefaultExpiry(std::span<const Record> records,
+                                          int64_t at,
+                                          std::vector<Record>* storage) {
+  if (at == 0 || std::none_of(records.begin(), records.end(),
+                              [](auto& r) { return r.expires_at_ms == 0; })) {
+    return records;
+  }
+  storage->assign(records.begin(), records.end());
+  for (Record& r : *storage) {
+    if (r.expires_at_ms == 0) r.expires_at_ms = at;
+  }
+  return *storage;
+}
+
 shm::SegmentOptions SegmentOptionsOf(const CollectionOptions& o) {
   shm::SegmentOptions s;
   s.dim = o.dim;
@@ -239,6 +255,8 @@ CollectionInfo CollectionImpl::Describe() const {
   info.gpu_mirrored = g_->mirror != nullptr;
   if (g_->mirror) info.gpu_mirror_bytes = g_->mirror->charged_bytes();
   info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
+  info.default_ttl_ms = meta_.options.default_ttl_ms;
+  info.expired_swept = expired_swept_.load(std::memory_order_relaxed);
   return info;
 }
 
@@ -276,6 +294,15 @@ Status CollectionImpl::UpsertImpl(
   if (records.empty()) return CheckAlive();
   std::lock_guard<std::mutex> writer_lock(write_mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
+  return UpsertLocked(records, fill, check_rows);
+}
+
+Status CollectionImpl::UpsertLocked(
+    std::span<const Record> records,
+    const std::function<Status(std::span<float* const>)>& fill,
+    bool check_rows) {
+  std::vector<Record> stamped;
+  records = WithDefaultExpiry(records, DefaultExpiry(), &stamped);
   Generation& g = *g_;
   // Before anything is written: a write refused here leaves no trace.
   if (g.ann) ZV_RETURN_IF_ERROR(g.ann->AdmitWrite(kAdmitTimeout));
@@ -479,6 +506,8 @@ class BulkAppenderImpl : public BulkAppender {
   // batch, writes its metadata (concurrently with other batches' stages).
   Status StageImpl(ReservedRows& reserved, std::span<const Record> records) {
     ZV_RETURN_IF_ERROR(CheckUsable());
+    std::vector<Record> stamped;
+    records = WithDefaultExpiry(records, expiry_, &stamped);
     if (records.size() != reserved.rows.size()) {
       return InvalidArgumentError(
           "bulk commit: " + std::to_string(records.size()) + " records for " +
@@ -532,6 +561,8 @@ class BulkAppenderImpl : public BulkAppender {
   Status CommitImpl(ReservedRows& reserved, std::span<const Record> records) {
     ZV_RETURN_IF_ERROR(Stage(reserved, records));
     ZV_RETURN_IF_ERROR(CheckUsable());
+    std::vector<Record> stamped;
+    records = WithDefaultExpiry(records, expiry_, &stamped);
     if (records.empty()) return OkStatus();
     if (reserved.meta_written) {
       return c_.PublishWritten(reserved.first, records, {});
@@ -546,6 +577,9 @@ class BulkAppenderImpl : public BulkAppender {
   std::mutex mu_;  // guards next_row_, seen_ and failed_
   uint64_t next_row_ = 0;
   bool fresh_ = false;
+  // One default expiry for the whole load (its start plus the TTL), so that
+  // Stage and Commit store the same records.
+  const int64_t expiry_ = c_.DefaultExpiry();
   U64Set seen_;  // id hashes reserved by this appender
   Status failed_;
   std::atomic<bool> finished_{false};
@@ -586,15 +620,9 @@ StatusOr<std::vector<GetResult>> CollectionImpl::Get(
   const shm::Writer& w = *g_->writer;
   std::vector<GetResult> out;
   for (const std::string& id : ids) {
-    ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
-    if (!e || e->generation != g_->number) continue;
-    uint64_t row = e->row;
-    if (row >= w.committed()) {  // an upsert in flight: its old row is still
-                                 // the record
-      if (!e->prev_row) continue;
-      row = *e->prev_row;
-    }
-    if (w.IsTombstoned(row)) continue;
+    ZV_ASSIGN_OR_RETURN(auto visible, VisibleRow(id));
+    if (!visible) continue;
+    const uint64_t row = *visible;
     ZV_ASSIGN_OR_RETURN(auto rec,
                         store_->GetRow(meta_.name, g_->number, row, true));
     if (!rec) continue;
@@ -613,15 +641,24 @@ StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
   ZV_RETURN_IF_ERROR(ValidateIds(ids));
   std::shared_lock<RwLock> l(mu_);
   ZV_RETURN_IF_ERROR(CheckAlive());
+  ZV_ASSIGN_OR_RETURN(auto row, VisibleRow(id));
+  return row.has_value();
+}
+
+StatusOr<std::optional<uint64_t>> CollectionImpl::VisibleRow(
+    const std::string& id) const {
   const shm::Writer& w = *g_->writer;
   ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
-  if (!e || e->generation != g_->number) return false;
+  if (!e || e->generation != g_->number) return std::optional<uint64_t>();
   uint64_t row = e->row;
-  if (row >= w.committed()) {  // an upsert in flight: the old row counts
-    if (!e->prev_row) return false;
+  if (row >= w.committed()) {  // an upsert in flight: its old row is still
+                               // the record
+    if (!e->prev_row) return std::optional<uint64_t>();
     row = *e->prev_row;
   }
-  return !w.IsTombstoned(row);
+  if (w.IsTombstoned(row) || IsExpired(g_->attrs.expires(row), NowMs()))
+    return std::optional<uint64_t>();
+  return std::optional<uint64_t>(row);
 }
 
 StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
@@ -645,12 +682,98 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
     rows.push_back(e->row);
   }
   if (rows.empty()) return uint64_t{0};
+  ZV_RETURN_IF_ERROR(CommitDelete(batch, rows));
+  return static_cast<uint64_t>(rows.size());
+}
+
+Status CollectionImpl::CommitDelete(MetaStore::Batch& batch,
+                                    const std::vector<uint64_t>& rows) {
+  Generation& g = *g_;
   // Metadata first: a crash before the tombstones leaves rows no id points at,
   // which reconcile tombstones.
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
   std::unique_lock<RwLock> l(mu_);
   for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
   MirrorPublished(g, rows);
+  return OkStatus();
+}
+
+StatusOr<uint64_t> CollectionImpl::Touch(std::span<const std::string> ids,
+                                         int64_t expires_at_ms) {
+  ZV_RETURN_IF_ERROR(ValidateIds(ids));
+  if (expires_at_ms < 0) {
+    return InvalidArgumentError("expires_at_ms is negative (" +
+                                std::to_string(expires_at_ms) + ")");
+  }
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  const uint32_t dim = meta_.options.dim;
+  const int64_t at = expires_at_ms > 0 ? expires_at_ms : DefaultExpiry();
+  // The renewed item is a replacement row with the same vector and record:
+  // the write protocol, readers and recovery need nothing new for it.
+  std::vector<Record> records;
+  std::vector<float> vectors;
+  {
+    std::shared_lock<RwLock> l(mu_);
+    std::unordered_set<std::string> seen;
+    for (const std::string& id : ids) {
+      if (!seen.insert(id).second) continue;
+      ZV_ASSIGN_OR_RETURN(auto row, VisibleRow(id));
+      if (!row) continue;
+      ZV_ASSIGN_OR_RETURN(auto rec,
+                          store_->GetRow(meta_.name, g_->number, *row, true));
+      if (!rec) continue;
+      rec->expires_at_ms = at;
+      records.push_back(std::move(*rec));
+      const float* v = g_->writer->Row(*row);
+      vectors.insert(vectors.end(), v, v + dim);
+    }
+  }
+  if (records.empty()) return uint64_t{0};
+  ZV_RETURN_IF_ERROR(UpsertLocked(
+      records,
+      [&](std::span<float* const> rows) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+          std::memcpy(rows[i], vectors.data() + i * dim, dim * sizeof(float));
+        }
+        return OkStatus();
+      },
+      /*check_rows=*/false));
+  return static_cast<uint64_t>(records.size());
+}
+
+StatusOr<uint64_t> CollectionImpl::SweepExpired(int64_t now_ms) {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  Generation& g = *g_;
+  std::vector<uint64_t> due;
+  {
+    std::shared_lock<RwLock> l(mu_);
+    if (!g.attrs.MayHaveExpired(now_ms)) return uint64_t{0};
+  }
+  {
+    std::unique_lock<RwLock> l(mu_);  // the queue is read by searches
+    due = g.attrs.PopExpired(now_ms);
+  }
+  auto batch = store_->NewBatch();
+  std::vector<uint64_t> rows;
+  for (uint64_t row : due) {
+    // Replaced, deleted or renewed rows are tombstoned already.
+    if (row >= g.writer->committed() || g.writer->IsTombstoned(row)) continue;
+    const std::string id(g.attrs.id(row));
+    ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
+    if (e && e->generation == g.number && e->row == row)
+      batch.DeleteId(meta_.name, id);
+    batch.DeleteRow(meta_.name, g.number, row);
+    rows.push_back(row);
+  }
+  if (rows.empty()) return uint64_t{0};
+  if (Status s = CommitDelete(batch, rows); !s.ok()) {
+    std::unique_lock<RwLock> l(mu_);
+    g.attrs.RequeueExpired(rows);  // the next sweep tries again
+    return s;
+  }
+  expired_swept_.fetch_add(rows.size(), std::memory_order_relaxed);
   return static_cast<uint64_t>(rows.size());
 }
 

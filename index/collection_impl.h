@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 
@@ -61,6 +62,9 @@ class CollectionImpl : public Collection {
   StatusOr<std::vector<GetResult>> Get(
       std::span<const std::string> ids) const override;
   StatusOr<uint64_t> Delete(std::span<const std::string> ids) override;
+  StatusOr<uint64_t> Touch(std::span<const std::string> ids,
+                           int64_t expires_at_ms) override;
+  StatusOr<uint64_t> SweepExpired(int64_t now_ms) override;
   StatusOr<CompactionResult> Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
@@ -103,6 +107,19 @@ class CollectionImpl : public Collection {
   Status UpsertImpl(std::span<const Record> records,
                     const std::function<Status(std::span<float* const>)>& fill,
                     bool check_rows);
+  // UpsertImpl after validation, with write_mu_ held; applies the default
+  // TTL to records without an expiry.
+  Status UpsertLocked(
+      std::span<const Record> records,
+      const std::function<Status(std::span<float* const>)>& fill,
+      bool check_rows);
+  // The live row `id` names for readers (Get's rule), if any: an upsert in
+  // flight still shows its old row. Caller holds mu_ (shared).
+  StatusOr<std::optional<uint64_t>> VisibleRow(const std::string& id) const;
+  // The delete protocol for `rows` whose entries `batch` removes: metadata
+  // first, then tombstones. Caller holds write_mu_.
+  Status CommitDelete(MetaStore::Batch& batch,
+                      const std::vector<uint64_t>& rows);
   // Steps 2-4 of the write protocol for rows [first, first + n) that are
   // filled and carry their segment ids. Caller holds write_mu_.
   Status PublishRows(uint64_t first, std::span<const Record> records);
@@ -120,6 +137,12 @@ class CollectionImpl : public Collection {
   // and their metadata into `batch` (written by the caller: the commit point).
   Status CopyLiveRows(const Generation& old, Generation* next,
                       MetaStore::Batch* batch);
+  // The expiry an item upserted now gets when it names none: now plus the
+  // default TTL, or 0 (never) without one.
+  int64_t DefaultExpiry() const {
+    const int64_t ttl = meta_.options.default_ttl_ms;
+    return ttl > 0 ? NowMs() + ttl : 0;
+  }
   // Mirrors `g` if GPU search is on and it fits; logs either way. Caller holds
   // write_mu_ (not mu_: taken to publish the mirror when `g` is g_).
   void BuildMirror(Generation* g);
@@ -135,6 +158,7 @@ class CollectionImpl : public Collection {
   AnnSearchParams ann_params_;
   std::shared_ptr<GpuBudget> gpu_;  // set once by EnableGpu, before serving
   mutable std::atomic<uint64_t> gpu_searches_{0};
+  std::atomic<uint64_t> expired_swept_{0};
 
   std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)
   mutable RwLock mu_;    // readers vs. publication of rows/extents/index

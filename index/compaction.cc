@@ -21,10 +21,18 @@ Status CollectionImpl::CopyLiveRows(const Generation& old, Generation* next,
   const uint64_t committed = ow.committed();
   const uint32_t stride = ow.info().row_stride;
   constexpr uint64_t kChunk = 4096;
+  // Expired rows the sweep has not reached yet are dropped here too, with
+  // their ids.
+  const int64_t now = NowMs();
   for (uint64_t row = 0; row < committed;) {
     std::vector<uint64_t> live;
     for (; row < committed && live.size() < kChunk; ++row) {
-      if (!ow.IsTombstoned(row) && old.attrs.present(row)) live.push_back(row);
+      if (ow.IsTombstoned(row) || !old.attrs.present(row)) continue;
+      if (IsExpired(old.attrs.expires(row), now)) {
+        batch->DeleteId(name, std::string(old.attrs.id(row)));
+        continue;
+      }
+      live.push_back(row);
     }
     if (live.empty()) continue;
     const uint64_t first = nw.committed();

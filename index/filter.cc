@@ -1,8 +1,15 @@
 #include "index/filter.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace zv::index {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 AttributeTable::AttributeTable() { Intern(""); }
 
@@ -23,6 +30,13 @@ void AttributeTable::Append(const Record& r, bool present) {
   present_.push_back(present);
   ns_.push_back(Intern(r.ns));
   ts_.push_back(r.timestamp_ms);
+  if (r.expires_at_ms > 0) {
+    expires_.resize(ts_.size(), 0);
+    expires_.back() = r.expires_at_ms;
+    expiring_.emplace(r.expires_at_ms, ts_.size() - 1);
+  } else if (!expires_.empty()) {
+    expires_.push_back(0);
+  }
   const size_t first = meta_.size();
   for (const auto& [k, v] : r.metadata)
     meta_.emplace_back(Intern(k), Intern(v));
@@ -37,6 +51,7 @@ void AttributeTable::Describe(uint64_t row, bool with_metadata,
   out->id = std::string(id(row));
   out->ns = ns(row);
   out->timestamp_ms = ts_[row];
+  out->expires_at_ms = expires(row);
   if (!with_metadata) return;
   for (uint64_t i = meta_off_[row]; i < meta_off_[row + 1]; ++i) {
     out->metadata.emplace(strings_[meta_[i].first], strings_[meta_[i].second]);
@@ -66,6 +81,7 @@ CompiledFilter AttributeTable::Compile(const Filter& filter) const {
 
 bool AttributeTable::Matches(uint64_t row, const CompiledFilter& f) const {
   if (!present_[row] || f.impossible) return false;
+  if (f.now_ms != 0 && IsExpired(expires(row), f.now_ms)) return false;
   if (f.any) return true;
   if (f.ns && ns_[row] != *f.ns) return false;
   if (ts_[row] < f.min_ts || ts_[row] > f.max_ts) return false;
@@ -83,8 +99,22 @@ size_t AttributeTable::MemoryBytes() const {
   size_t strings = 0;
   for (const auto& s : strings_) strings += s.capacity() + sizeof(s) + 32;
   return strings + ns_.capacity() * 4 + ts_.capacity() * 8 +
+         expires_.capacity() * 8 + expiring_.size() * 16 +
          present_.capacity() / 8 + meta_off_.capacity() * 8 +
          meta_.capacity() * 8 + id_off_.capacity() * 8 + ids_.capacity();
+}
+
+std::vector<uint64_t> AttributeTable::PopExpired(int64_t now_ms) {
+  std::vector<uint64_t> rows;
+  while (MayHaveExpired(now_ms)) {
+    rows.push_back(expiring_.top().second);
+    expiring_.pop();
+  }
+  return rows;
+}
+
+void AttributeTable::RequeueExpired(std::span<const uint64_t> rows) {
+  for (uint64_t row : rows) expiring_.emplace(expires(row), row);
 }
 
 RowBitmap::RowBitmap(const shm::SegmentView& view, const AttributeTable& table,

@@ -8,6 +8,9 @@
 #include <faiss/impl/IDSelector.h>
 
 #include <cstdint>
+#include <functional>
+#include <queue>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,6 +32,8 @@ struct CompiledFilter {
   std::vector<std::pair<uint32_t, uint32_t>> metadata;  // (key, value), sorted
   int64_t min_ts = INT64_MIN;
   int64_t max_ts = INT64_MAX;
+  // Rows expired at this time (IsExpired) do not match; 0: not checked.
+  int64_t now_ms = 0;
 };
 
 // Attributes of rows [0, size()), appended in row order. Strings are interned
@@ -49,6 +54,20 @@ class AttributeTable {
   }
   const std::string& ns(uint64_t row) const { return strings_[ns_[row]]; }
   int64_t timestamp(uint64_t row) const { return ts_[row]; }
+  // 0 when the row never expires.
+  int64_t expires(uint64_t row) const {
+    return row < expires_.size() ? expires_[row] : 0;
+  }
+  // False when no row can be expired at `now_ms`, so searches need no
+  // expiry check (the common case: nothing expires, or the sweep is done).
+  bool MayHaveExpired(int64_t now_ms) const {
+    return !expiring_.empty() && expiring_.top().first <= now_ms;
+  }
+  // Removes and returns the rows that expired by `now_ms` (tombstoned ones
+  // too: the caller skips them) from the expiry queue.
+  std::vector<uint64_t> PopExpired(int64_t now_ms);
+  // Puts rows PopExpired returned back, e.g. after a failed sweep.
+  void RequeueExpired(std::span<const uint64_t> rows);
   // Fills id, ns, timestamp (and metadata if asked) of `row`.
   void Describe(uint64_t row, bool with_metadata, Record* out) const;
 
@@ -64,6 +83,12 @@ class AttributeTable {
   std::unordered_map<std::string, uint32_t> string_ids_;
   std::vector<uint32_t> ns_;
   std::vector<int64_t> ts_;
+  // Expiry per row, allocated when the first expiring row arrives, and a
+  // min-queue of (expires_at_ms, row) for the rows not yet swept.
+  std::vector<int64_t> expires_;
+  std::priority_queue<std::pair<int64_t, uint64_t>,
+                      std::vector<std::pair<int64_t, uint64_t>>, std::greater<>>
+      expiring_;
   std::vector<bool> present_;
   std::vector<uint64_t> meta_off_{0};
   std::vector<std::pair<uint32_t, uint32_t>> meta_;  // per row, sorted by key

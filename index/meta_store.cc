@@ -108,6 +108,9 @@ std::string EncodeRecord(const Record& r) {
     PutStr(&out, k);
     PutStr(&out, v);
   }
+  // Optional trailing fields: absent in stores written before expiry, so
+  // those decode unchanged.
+  if (r.expires_at_ms > 0) PutU64(&out, static_cast<uint64_t>(r.expires_at_ms));
   return out;
 }
 
@@ -121,6 +124,11 @@ bool DecodeRecord(std::string_view in, Record* r) {
     std::string k, v;
     if (!d.Str(&k) || !d.Str(&v)) return false;
     r->metadata.emplace(std::move(k), std::move(v));
+  }
+  if (!d.done()) {
+    uint64_t expires;
+    if (!d.U64(&expires)) return false;
+    r->expires_at_ms = static_cast<int64_t>(expires);
   }
   return d.done();
 }
@@ -155,6 +163,9 @@ std::string EncodeMeta(const CollectionMeta& m) {
   PutStr(&out, m.options.group.value_or(""));
   PutU64(&out, m.options.sync);
   PutU64(&out, m.generation);
+  // Optional trailing field (catalogs written before it decode unchanged).
+  if (m.options.default_ttl_ms > 0)
+    PutU64(&out, static_cast<uint64_t>(m.options.default_ttl_ms));
   return out;
 }
 
@@ -165,8 +176,13 @@ bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
   if (!d.U64(&version) || version != kCatalogVersion || !d.U64(&dim) ||
       !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
       !d.U64(&m->options.rows_per_extent) || !d.U64(&has_group) ||
-      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) || !d.done()) {
+      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation)) {
     return false;
+  }
+  if (!d.done()) {
+    uint64_t ttl;
+    if (!d.U64(&ttl) || !d.done()) return false;
+    m->options.default_ttl_ms = static_cast<int64_t>(ttl);
   }
   m->name = std::string(name);
   m->options.dim = static_cast<uint32_t>(dim);

@@ -1,8 +1,11 @@
 #include "index/searcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <unordered_set>
+
+#include "index/distance.h"
 
 namespace zv::index {
 namespace {
@@ -33,6 +36,53 @@ bool SearchOnGpu(const SearchContext& ctx, const float* q, size_t nq,
   return true;
 }
 
+// How many rows a recency search ranks by similarity before re-scoring.
+int RecencyCandidates(const Recency& r, int k) {
+  if (r.candidates > 0) return std::max(r.candidates, k);
+  return std::min(kMaxK, std::max(10 * k, 100));
+}
+
+// (score, row) best first for each query: the top as found, or its candidates
+// re-scored exactly with the recency term (see Recency) and cut to k.
+std::vector<std::vector<std::pair<float, int64_t>>> Rank(
+    const SearchContext& ctx, const float* padded_queries, const TopK& top,
+    const SearchOptions& options) {
+  const shm::SegmentView& view = *ctx.view;
+  const uint32_t stride = view.info().row_stride;
+  const bool ip = top.metric == shm::Metric::kInnerProduct;
+  std::vector<std::vector<std::pair<float, int64_t>>> out(top.nq);
+  for (size_t i = 0; i < top.nq; ++i) {
+    for (int j = 0; j < top.Filled(i); ++j) {
+      out[i].emplace_back(top.dist[i * top.k + j], top.rows[i * top.k + j]);
+    }
+    if (!options.recency) continue;
+    const Recency& r = *options.recency;
+    const int64_t now = r.now_ms != 0 ? r.now_ms : NowMs();
+    for (auto& [score, row] : out[i]) {
+      // Exact: an IVF-PQ candidate's score is an estimate.
+      const float* q = padded_queries + i * stride;
+      const float sim = ip ? InnerProduct16(q, view.Row(row), stride)
+                           : L2Sqr16(q, view.Row(row), stride);
+      const double age = static_cast<double>(
+          std::max<int64_t>(0, now - ctx.attrs->timestamp(row)));
+      const double fresh =
+          std::exp2(-age / static_cast<double>(r.half_life_ms));
+      double s;
+      if (r.weight > 0) {
+        s = ip ? sim + r.weight * fresh : sim - r.weight * fresh;
+      } else {
+        s = ip ? sim * fresh : (fresh > 0 ? sim / fresh : HUGE_VAL);
+      }
+      score = static_cast<float>(s);
+    }
+    std::stable_sort(out[i].begin(), out[i].end(),
+                     [&](const auto& a, const auto& b) {
+                       return top.Better(a.first, b.first);
+                     });
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
@@ -42,17 +92,23 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
   const uint32_t dim = view.info().dim, stride = view.info().row_stride;
   const size_t nq = queries.size() / dim;
   const std::vector<float> q = PadQueries(queries, dim, stride);
-  TopK top(nq, options.k, view.info().metric);
+  const int k = options.recency ? RecencyCandidates(*options.recency, options.k)
+                                : options.k;
+  TopK top(nq, k, view.info().metric);
 
   // Which rows qualify: all live rows, or a bitmap of live rows matching the
-  // filter.
+  // filter and not expired (only built while some row may have expired and
+  // not been swept yet).
   std::optional<RowBitmap> bitmap;
   LiveRows live(view);
   const faiss::IDSelector* sel = nullptr;
   uint64_t available = ctx.rows - std::min(ctx.rows, view.TombstoneCount());
-  if (!options.filter.empty()) {
-    bitmap.emplace(view, *ctx.attrs, ctx.attrs->Compile(options.filter),
-                   ctx.rows);
+  const int64_t now = NowMs();
+  const bool expiry = ctx.attrs->MayHaveExpired(now);
+  if (!options.filter.empty() || expiry) {
+    CompiledFilter f = ctx.attrs->Compile(options.filter);
+    if (expiry) f.now_ms = now;
+    bitmap.emplace(view, *ctx.attrs, f, ctx.rows);
     sel = &*bitmap;
     available = bitmap->count();
   } else if (view.TombstoneCount() > 0) {
@@ -75,23 +131,24 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
     FlatSearch(view, std::min(covered, ctx.rows), ctx.rows, q.data(), nq, sel,
                &top);
     if (UnderFilled(top, available)) {  // ANN lost some: answer exactly instead
-      top = TopK(nq, options.k, view.info().metric);
+      top = TopK(nq, k, view.info().metric);
       FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);
     }
   } else {
     FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);
   }
 
+  const auto ranked = Rank(ctx, q.data(), top, options);
   std::vector<std::vector<Hit>> hits(nq);
   for (size_t i = 0; i < nq; ++i) {
     // An id can own two live rows for a moment: a replacement is committed
     // before the row it replaces is tombstoned (and a writer killed in between
     // leaves both until it reopens). Report each id once, at its best score.
     std::unordered_set<std::string> seen;
-    for (int j = 0; j < top.Filled(i); ++j) {
-      const uint64_t row = top.rows[i * top.k + j];
+    for (const auto& [score, row] : ranked[i]) {
+      if (hits[i].size() == static_cast<size_t>(options.k)) break;
       Hit h;
-      h.score = top.dist[i * top.k + j];
+      h.score = score;
       ctx.attrs->Describe(row, options.include_documents, &h.record);
       h.id = h.record.id;
       if (!seen.insert(h.id).second) continue;

@@ -42,6 +42,10 @@ StatusOr<IndexKind> ValidateCollectionOptions(
       options.rows_per_extent > shm::kMaxRowsPerExtent) {
     return InvalidArgumentError("options.rows_per_extent must be in [1, 2^24]");
   }
+  if (options.default_ttl_ms < 0) {
+    return InvalidArgumentError("options.default_ttl_ms must be >= 0, got " +
+                                std::to_string(options.default_ttl_ms));
+  }
   return ParseDescriptor(options.index.descriptor, options.dim);
 }
 
@@ -120,6 +124,10 @@ Status ValidateRecords(std::span<const Record> records) {
       return InvalidArgumentError(field() + ".text is only whitespace");
     if (Status s = CheckUtf8(r.ns); !s.ok())
       return s.WithContext(field() + ".namespace");
+    if (r.expires_at_ms < 0) {
+      return InvalidArgumentError(field() + ".expires_at_ms is negative (" +
+                                  std::to_string(r.expires_at_ms) + ")");
+    }
     for (const auto& [key, value] : r.metadata) {
       ZV_RETURN_IF_ERROR(CheckMetadataEntry(field() + ".metadata", key, value));
     }
@@ -167,7 +175,31 @@ Status ValidateSearch(std::span<const float> queries, uint32_t dim,
   }
   ZV_RETURN_IF_ERROR(
       ValidateVectors(queries, queries.size() / dim, dim, "queries"));
+  if (options.recency) ZV_RETURN_IF_ERROR(ValidateRecency(*options.recency));
   return ValidateFilter(options.filter);
+}
+
+Status ValidateRecency(const Recency& r) {
+  if (r.half_life_ms <= 0) {
+    return InvalidArgumentError("recency.half_life_ms must be > 0, got " +
+                                std::to_string(r.half_life_ms));
+  }
+  if (!std::isfinite(r.weight) || r.weight < 0) {
+    return InvalidArgumentError(
+        "recency.weight must be finite and >= 0 (0: multiply the similarity "
+        "by the decay), got " +
+        std::to_string(r.weight));
+  }
+  if (r.candidates < 0 || r.candidates > kMaxK) {
+    return InvalidArgumentError("recency.candidates must be in [0, " +
+                                std::to_string(kMaxK) + "], got " +
+                                std::to_string(r.candidates));
+  }
+  if (r.now_ms < 0) {
+    return InvalidArgumentError("recency.now_ms must be >= 0, got " +
+                                std::to_string(r.now_ms));
+  }
+  return OkStatus();
 }
 
 Status ValidateIds(std::span<const std::string> ids) {

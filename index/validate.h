@@ -35,6 +35,7 @@ Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
 // Query shape, finiteness, k and filter.
 Status ValidateSearch(std::span<const float> queries, uint32_t dim,
                       const SearchOptions& options);
+Status ValidateRecency(const Recency& recency);
 // Ids of Get/Delete.
 Status ValidateIds(std::span<const std::string> ids);
 // The options' dimension, metric, extent size and index descriptor; the

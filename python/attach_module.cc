@@ -111,7 +111,8 @@ class Attached {
       std::map<std::string, std::string> metadata_equals,
       std::optional<int64_t> min_timestamp_ms,
       std::optional<int64_t> max_timestamp_ms, int ef_search,
-      bool include_documents) const {
+      bool include_documents, int64_t recency_half_life_ms,
+      double recency_weight) const {
     index::SearchOptions options;
     options.k = k;
     options.filter.ns = std::move(ns);
@@ -120,6 +121,10 @@ class Attached {
     options.filter.max_timestamp_ms = max_timestamp_ms;
     options.ef_search = ef_search;
     options.include_documents = include_documents;
+    if (recency_half_life_ms != 0 || recency_weight != 0) {
+      options.recency = index::Recency{.half_life_ms = recency_half_life_ms,
+                                       .weight = recency_weight};
+    }
     const std::vector<float> flat(queries.data(),
                                   queries.data() + queries.size());
     auto results = ValueOrThrow(
@@ -230,7 +235,8 @@ PYBIND11_MODULE(_attach, m) {
       .def("search", &Attached::Search, py::arg("queries"), py::arg("k"),
            py::arg("namespace"), py::arg("metadata_equals"),
            py::arg("min_timestamp_ms"), py::arg("max_timestamp_ms"),
-           py::arg("ef_search"), py::arg("include_documents"))
+           py::arg("ef_search"), py::arg("include_documents"),
+           py::arg("recency_half_life_ms") = 0, py::arg("recency_weight") = 0.0)
       .def("row_blocks", &Attached::RowBlocks)
       .def("tombstones", &Attached::Tombstones)
       .def("ids", &Attached::Ids);

@@ -68,6 +68,7 @@ RequestRouter::RequestRouter(Impl* impl) {
   add(Unary("/zerovec.v1.ZeroVec/Embed", impl, &Impl::Embed));
   add(Unary("/zerovec.v1.ZeroVec/Stats", impl, &Impl::Stats));
   add(Unary("/zerovec.v1.ZeroVec/Compact", impl, &Impl::Compact));
+  add(Unary("/zerovec.v1.ZeroVec/Touch", impl, &Impl::Touch));
 }
 
 Status RequestRouter::CheckCoversProto() const {

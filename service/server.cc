@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/compactor.h"
 #include "service/request_router.h"
+#include "service/sweeper.h"
 #include "service/zerovec_service.h"
 
 namespace zv::service {
@@ -30,10 +31,11 @@ class ServerImpl final : public Server {
         embedder_(std::move(embedder)),
         auth_(options.auth_token),
         compactor_(db_.get(), options.auto_compaction, options.log),
+        sweeper_(db_.get(), &compactor_, options.sweep_interval, options.log),
         coalescer_(options.gpu.batch_window,
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_, &coalescer_),
+                 &compactor_, &coalescer_, &sweeper_),
         router_(&service_) {}
 
   ~ServerImpl() override {
@@ -100,6 +102,7 @@ class ServerImpl final : public Server {
       server_->Wait();
     }
     server_.reset();
+    sweeper_.Stop();
     compactor_.Stop();  // lets a background compaction finish first
     db_.reset();  // closes collections: all acknowledged writes are on disk
     embedder_.reset();
@@ -114,6 +117,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<embed::Embedder> embedder_;
   BearerAuth auth_;
   Compactor compactor_;
+  Sweeper sweeper_;
   SearchCoalescer coalescer_;
   ZeroVecService service_;
   RequestRouter router_;

@@ -71,6 +71,9 @@ struct ServerOptions {
   std::optional<std::string> group;
   Limits limits;
   AutoCompaction auto_compaction;
+  // How often expired items are swept (deleted, then compacted away); 0: no
+  // sweep (expired items stay hidden until a compaction drops them).
+  std::chrono::milliseconds sweep_interval{1000};
   GpuServing gpu;
   // Receives the server's log lines (compactions); unset: stderr.
   std::function<void(const std::string&)> log;

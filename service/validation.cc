@@ -318,6 +318,17 @@ Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
   return CheckIds(req.ids(), limits);
 }
 
+Status ValidateTouch(const zerovec::v1::TouchRequest& req,
+                     const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  ZV_RETURN_IF_ERROR(CheckIds(req.ids(), limits));
+  if (req.expires_at_ms() < 0) return Invalid("expires_at_ms", "negative");
+  if (req.ttl_ms() < 0) return Invalid("ttl_ms", "negative");
+  if (req.expires_at_ms() != 0 && req.ttl_ms() != 0)
+    return Invalid("ttl_ms", "set at most one of expires_at_ms and ttl_ms");
+  return OkStatus();
+}
+
 Status ValidateCompact(const zerovec::v1::CompactRequest& req) {
   return ValidateCollectionName("collection", req.collection());
 }

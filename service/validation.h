@@ -50,6 +50,8 @@ Status ValidateGet(const zerovec::v1::GetRequest& req, const Limits& limits);
 Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
                       const Limits& limits);
 Status ValidateCompact(const zerovec::v1::CompactRequest& req);
+Status ValidateTouch(const zerovec::v1::TouchRequest& req,
+                     const Limits& limits);
 Status ValidateEmbed(const zerovec::v1::EmbedRequest& req, const Limits& limits,
                      bool has_model);
 

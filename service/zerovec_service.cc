@@ -37,6 +37,8 @@ void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_gpu_mirrored(info.gpu_mirrored);
   out->set_gpu_mirror_bytes(info.gpu_mirror_bytes);
   out->set_gpu_searches(info.gpu_searches);
+  out->set_default_ttl_ms(info.default_ttl_ms);
+  out->set_expired_swept(info.expired_swept);
 }
 
 index::Filter ToFilter(const pb::Filter& f) {
@@ -79,13 +81,15 @@ int64_t NowMs() {
 
 ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
                                const Limits& limits, const BearerAuth* auth,
-                               Compactor* compactor, SearchCoalescer* coalescer)
+                               Compactor* compactor, SearchCoalescer* coalescer,
+                               const Sweeper* sweeper)
     : db_(db),
       embedder_(embedder),
       limits_(limits),
       auth_(auth),
       compactor_(compactor),
       coalescer_(coalescer),
+      sweeper_(sweeper),
       started_(std::chrono::steady_clock::now()) {}
 
 grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
@@ -147,6 +151,7 @@ grpc::Status ZeroVecService::CreateCollection(
     options.dim = req->dim() != 0 ? req->dim() : model_dim();
     options.metric = ToMetric(req->metric());
     options.index.descriptor = req->index().empty() ? "Flat" : req->index();
+    options.default_ttl_ms = req->default_ttl_ms();
     ZV_ASSIGN_OR_RETURN(auto coll, db_->CreateCollection(req->name(), options));
     FillInfo(*coll, resp->mutable_collection());
     return OkStatus();
@@ -231,6 +236,7 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
     r.ns = item.namespace_();
     r.metadata.insert(item.metadata().begin(), item.metadata().end());
     r.timestamp_ms = item.timestamp_ms() != 0 ? item.timestamp_ms() : now;
+    r.expires_at_ms = item.expires_at_ms();
     any_text |= item.vector_size() == 0;
   }
   if (any_text && model_dim() != dim) {
@@ -342,7 +348,7 @@ StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
 StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
     const std::string& collection, std::span<const pb::Query* const> queries,
     int32_t k, const pb::Filter& filter, bool include_documents,
-    int32_t ef_search) {
+    int32_t ef_search, const pb::Recency& recency) {
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(collection));
   const index::CollectionInfo info = coll->Describe();
   const uint32_t dim = info.dim;
@@ -358,9 +364,18 @@ StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
   options.filter = ToFilter(filter);
   options.include_documents = include_documents;
   options.ef_search = ef_search;
+  if (recency.half_life_ms() != 0 || recency.weight() != 0 ||
+      recency.now_ms() != 0 || recency.candidates() != 0) {
+    // Any field set turns it on, so a weight without a half-life is an
+    // error (the index checks them) rather than silently ignored.
+    options.recency = index::Recency{.half_life_ms = recency.half_life_ms(),
+                                     .weight = recency.weight(),
+                                     .now_ms = recency.now_ms(),
+                                     .candidates = recency.candidates()};
+  }
   // Text queries were embedded above and come back through the host: the
   // GPU search takes host queries (SearchDevice would skip that copy).
-  if (coalescer_ && info.gpu_mirrored) {
+  if (coalescer_ && info.gpu_mirrored && !options.recency) {
     return coalescer_->Search(coll, vectors, queries.size(), options);
   }
   return coll->Search(vectors, options);
@@ -377,7 +392,7 @@ grpc::Status ZeroVecService::Search(grpc::ServerContext* ctx,
       ZV_ASSIGN_OR_RETURN(
           auto results,
           DoSearch(req->collection(), {&query, 1}, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search()));
+                   req->include_documents(), req->ef_search(), req->recency()));
       for (const auto& hit : results.at(0)) {
         ToProto(hit, req->include_documents(), resp->add_hits());
       }
@@ -400,7 +415,7 @@ grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
       ZV_ASSIGN_OR_RETURN(
           auto results,
           DoSearch(req->collection(), queries, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search()));
+                   req->include_documents(), req->ef_search(), req->recency()));
       for (const auto& hits : results) {
         pb::SearchResponse* out = resp->add_results();
         for (const auto& hit : hits)
@@ -429,6 +444,7 @@ grpc::Status ZeroVecService::Get(grpc::ServerContext* ctx,
       item->mutable_metadata()->insert(r.record.metadata.begin(),
                                        r.record.metadata.end());
       item->set_timestamp_ms(r.record.timestamp_ms);
+      item->set_expires_at_ms(r.record.expires_at_ms);
       if (req->include_vectors())
         item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
     }
@@ -510,6 +526,8 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
       resp->set_model_max_length(embedder_->info().max_length);
     }
     resp->set_truncated_texts(truncated_texts_.load(std::memory_order_relaxed));
+    if (sweeper_) resp->set_expired_swept(sweeper_->swept());
+    resp->set_touched(touched_.load(std::memory_order_relaxed));
     if (coalescer_) {
       resp->set_gpu_batches(coalescer_->batches());
       resp->set_gpu_batched_queries(coalescer_->batched_queries());
@@ -518,6 +536,24 @@ grpc::Status ZeroVecService::Stats(grpc::ServerContext* ctx,
                            std::chrono::steady_clock::now() - started_)
                            .count());
     resp->set_in_flight(in_flight_.load(std::memory_order_relaxed));
+    return OkStatus();
+  });
+}
+
+grpc::Status ZeroVecService::Touch(grpc::ServerContext* ctx,
+                                   const pb::TouchRequest* req,
+                                   pb::TouchResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateTouch(*req, limits_));
+    ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+    std::vector<std::string> ids(req->ids().begin(), req->ids().end());
+    const int64_t at =
+        req->ttl_ms() > 0 ? NowMs() + req->ttl_ms() : req->expires_at_ms();
+    ZV_ASSIGN_OR_RETURN(uint64_t touched, coll->Touch(ids, at));
+    resp->set_touched(touched);
+    touched_.fetch_add(touched, std::memory_order_relaxed);
+    // Each renewal replaces a row: the old one is a tombstone now.
+    if (touched > 0) compactor_->Notify(req->collection());
     return OkStatus();
   });
 }

@@ -22,6 +22,7 @@
 #include "service/compactor.h"
 #include "service/server.h"
 #include "service/stats.h"
+#include "service/sweeper.h"
 #include "zerovec/v1/zerovec.grpc.pb.h"
 
 namespace zv::service {
@@ -32,7 +33,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   // of GPU-mirrored collections run one by one). Pointers must outlive this.
   ZeroVecService(index::Database* db, embed::Embedder* embedder,
                  const Limits& limits, const BearerAuth* auth,
-                 Compactor* compactor, SearchCoalescer* coalescer = nullptr);
+                 Compactor* compactor, SearchCoalescer* coalescer = nullptr,
+                 const Sweeper* sweeper = nullptr);
 
   grpc::Status CreateCollection(
       grpc::ServerContext* ctx, const zerovec::v1::CreateCollectionRequest* req,
@@ -74,6 +76,9 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   grpc::Status Compact(grpc::ServerContext* ctx,
                        const zerovec::v1::CompactRequest* req,
                        zerovec::v1::CompactResponse* resp) override;
+  grpc::Status Touch(grpc::ServerContext* ctx,
+                     const zerovec::v1::TouchRequest* req,
+                     zerovec::v1::TouchResponse* resp) override;
 
  private:
   // Auth + concurrency limit around `body`; converts the result to
@@ -101,7 +106,7 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
       const std::string& collection,
       std::span<const zerovec::v1::Query* const> queries, int32_t k,
       const zerovec::v1::Filter& filter, bool include_documents,
-      int32_t ef_search);
+      int32_t ef_search, const zerovec::v1::Recency& recency);
 
   index::Database* db_;
   embed::Embedder* embedder_;
@@ -109,6 +114,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   const BearerAuth* auth_;
   Compactor* compactor_;
   SearchCoalescer* coalescer_;
+  const Sweeper* sweeper_;
+  std::atomic<uint64_t> touched_{0};
   std::atomic<int> in_flight_{0};
   const std::chrono::steady_clock::time_point started_;
   OpStatsRecorder embed_stats_;

@@ -75,6 +75,9 @@ Status Attach(const Flags& flags) {
   options.k = static_cast<int>(k);
   options.include_documents = true;
   if (flags.Has("namespace")) options.filter.ns = flags.Get("namespace");
+  auto recency = RecencyFromFlags(flags);
+  if (!recency.ok()) return recency.status();  // a usage error
+  options.recency = *recency;
   auto results = (*attached)->Search(query, options);
   if (!results.ok()) return fail(results.status());
   std::vector<OutputHit> hits;
@@ -91,10 +94,11 @@ Status Attach(const Flags& flags) {
 }  // namespace
 
 int RunAttach(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args,
-                            {"data", "collection", "text", "vector-file", "k",
-                             "namespace", "model", "device"},
-                            {"json", "quiet"});
+  auto flags = Flags::Parse(
+      args,
+      {"data", "collection", "text", "vector-file", "k", "namespace", "model",
+       "device", "recency-half-life-ms", "recency-weight"},
+      {"json", "quiet"});
   if (!flags.ok()) return Fail("attach", flags.status(), true);
   Status s = Attach(*flags);
   if (!s.ok()) return Fail("attach", s, IsUsageError(s));

@@ -240,6 +240,17 @@ echo "1 2 3" >short.vec
 "$ZEROVEC" query --server "$ADDR" --collection docs --vector-file short.vec 2>err
 check "query wrong dim" 1 $?
 contains "dim error names field" err "query.vector: expected 256 values, got 3"
+# Time-aware ranking through the server and in process: same answers.
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "the river in the city" -k 3 \
+  --recency-half-life-ms 86400000 --json >qr.json
+check "query --recency-half-life-ms" 0 $?
+"$ZEROVEC" attach --data data --collection docs --text "the river in the city" -k 3 \
+  --model model --recency-half-life-ms 86400000 --recency-weight 0.5 --json >ar.json
+check "attach --recency-weight" 0 $?
+contains "recency keeps the best match" qr.json '"id":"river"'
+"$ZEROVEC" query --server "$ADDR" --collection docs --text "cat" --recency-weight 1 2>err
+check "--recency-weight without a half-life" 2 $?
+contains "recency usage error" err "--recency-weight needs --recency-half-life-ms"
 
 # compact through the server: the deleted rows go, the rest still answer, and
 # an attached reader follows the new generation.

@@ -4,10 +4,13 @@
 #ifndef ZEROVEC_TOOLS_COMMANDS_H_
 #define ZEROVEC_TOOLS_COMMANDS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "index/collection.h"
+#include "tools/cli_util.h"
 
 namespace zv::tools {
 
@@ -23,6 +26,10 @@ int RunCompact(const std::vector<std::string>& args);
 // Prints "zerovec <command>: <message>" and returns the exit code for `s`: 2
 // when `usage` (a flag problem), else 1.
 int Fail(const std::string& command, const Status& s, bool usage);
+
+// --recency-half-life-ms N [--recency-weight W] of query and attach: unset
+// without a half-life; a weight alone is a usage error.
+StatusOr<std::optional<index::Recency>> RecencyFromFlags(const Flags& flags);
 
 // "flat" -> "Flat", "hnsw" -> "HNSW32", "ivfpq" -> "IVF1024,PQ32"; FAISS-style
 // descriptors pass through.

@@ -21,6 +21,8 @@ Status Query(const Flags& flags) {
                       flags.GetInt("ef-search", 0, 0, index::kMaxEfSearch));
   ZV_ASSIGN_OR_RETURN(const int64_t timeout_s,
                       flags.GetInt("timeout-s", 30, 1, 3600));
+  ZV_ASSIGN_OR_RETURN(const std::optional<index::Recency> recency,
+                      RecencyFromFlags(flags));
   if (flags.Has("text") == flags.Has("vector-file")) {
     return InvalidArgumentError("give exactly one of --text or --vector-file");
   }
@@ -29,6 +31,10 @@ Status Query(const Flags& flags) {
   req.set_k(static_cast<int32_t>(k));
   req.set_ef_search(static_cast<int32_t>(ef_search));
   req.set_include_documents(true);
+  if (recency) {
+    req.mutable_recency()->set_half_life_ms(recency->half_life_ms);
+    req.mutable_recency()->set_weight(recency->weight);
+  }
   if (flags.Has("namespace"))
     req.mutable_filter()->set_namespace_(flags.Get("namespace"));
   if (flags.Has("text")) {
@@ -68,11 +74,27 @@ Status Query(const Flags& flags) {
 
 }  // namespace
 
+StatusOr<std::optional<index::Recency>> RecencyFromFlags(const Flags& flags) {
+  if (!flags.Has("recency-half-life-ms")) {
+    if (flags.Has("recency-weight")) {
+      return InvalidArgumentError(
+          "--recency-weight needs --recency-half-life-ms");
+    }
+    return std::optional<index::Recency>();
+  }
+  index::Recency r;
+  ZV_ASSIGN_OR_RETURN(r.half_life_ms,
+                      flags.GetInt("recency-half-life-ms", 0, 1, INT64_MAX));
+  ZV_ASSIGN_OR_RETURN(r.weight, flags.GetDouble("recency-weight", 0, 0, 1e6));
+  return std::optional<index::Recency>(r);
+}
+
 int RunQuery(const std::vector<std::string>& args) {
   auto flags =
       Flags::Parse(args,
                    {"server", "collection", "text", "vector-file", "k",
-                    "namespace", "auth-token-file", "timeout-s", "ef-search"},
+                    "namespace", "auth-token-file", "timeout-s", "ef-search",
+                    "recency-half-life-ms", "recency-weight"},
                    {"json"});
   if (!flags.ok()) return Fail("query", flags.status(), true);
   Status s = Query(*flags);

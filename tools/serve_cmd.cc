@@ -87,6 +87,10 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   ZV_ASSIGN_OR_RETURN(
       v, flags.GetInt("compact-min-rows", ac.min_rows, 1, int64_t{1} << 48));
   ac.min_rows = static_cast<uint64_t>(v);
+  ZV_ASSIGN_OR_RETURN(
+      v, flags.GetInt("sweep-interval-ms", options->sweep_interval.count(), 0,
+                      86'400'000));
+  options->sweep_interval = std::chrono::milliseconds(v);
   ZV_RETURN_IF_ERROR(ParseGpuFlags(flags, &options->gpu));
   options->log = [](const std::string& line) {
     std::cerr << "zerovec serve: " << line << "\n";
@@ -107,14 +111,28 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
 }  // namespace
 
 int RunServe(const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(
-      args,
-      {"data", "listen", "model", "device", "auth-token-file", "port-file",
-       "max-batch", "max-k", "max-text-bytes", "max-message-bytes",
-       "max-concurrent-requests", "shutdown-grace-s", "compact-tombstones",
-       "compact-min-rows", "group", "threads", "gpu-memory", "gpu-device",
-       "gpu-batch-window-us"},
-      {});
+  auto flags = Flags::Parse(args,
+                            {"data",
+                             "listen",
+                             "model",
+                             "device",
+                             "auth-token-file",
+                             "port-file",
+                             "max-batch",
+                             "max-k",
+                             "max-text-bytes",
+                             "max-message-bytes",
+                             "max-concurrent-requests",
+                             "shutdown-grace-s",
+                             "compact-tombstones",
+                             "compact-min-rows",
+                             "group",
+                             "threads",
+                             "gpu-memory",
+                             "gpu-device",
+                             "gpu-batch-window-us",
+                             "sweep-interval-ms"},
+                            {});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;
   std::string port_file;

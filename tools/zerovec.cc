@@ -45,7 +45,12 @@ constexpr Command kCommands[] = {
           [--compact-tombstones F] [--compact-min-rows N]
           [--shutdown-grace-s N] [--group NAME] [--threads N]
           [--gpu-memory BYTES|auto] [--gpu-device N] [--gpu-batch-window-us N]
+          [--sweep-interval-ms N]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
+          --sweep-interval-ms N (default 1000, 0 = off): how often expired
+          items (expires_at_ms, a collection's default_ttl_ms) are deleted;
+          they are hidden from searches and Get from their expiry either way,
+          and compaction (--compact-tombstones) reclaims their space.
           --threads: cores the CPU encoder uses (default 0: all of them).
           --compact-tombstones F: compact a collection in the background once
           a fraction F (0..1) of its rows is tombstoned (deleted or replaced)
@@ -62,14 +67,19 @@ constexpr Command kCommands[] = {
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--ef-search N] [--json] [--auth-token-file F]
-          [--timeout-s N]
+          [--timeout-s N] [--recency-half-life-ms N [--recency-weight W]]
           Searches through a server.
+          --recency-half-life-ms N: time-aware ranking; the best candidates
+          by similarity are re-scored by 0.5^(age / N) (age from the item's
+          timestamp_ms): similarity x that, or with --recency-weight W > 0
+          similarity + W x that.
 )"},
     {"attach", zv::tools::RunAttach,
      R"(--data DIR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--json] [--model DIR] [--device auto|cpu|cuda[:N]]
-          [--quiet]
+          [--quiet] [--recency-half-life-ms N [--recency-weight W]]
           Searches the segment a server writes, from this process (no gRPC).
+          Expired items are hidden by the same clock rule as the server's.
 )"},
     {"compact", zv::tools::RunCompact,
      R"(--server ADDR --collection NAME [--auth-token-file F] [--timeout-s N]

@@ -224,6 +224,24 @@ class AttachTest(unittest.TestCase):
         self.client.delete("tomb", ["v0"])
         self.assertTrue(np.unpackbits(bits[0], bitorder="little")[0])
 
+    def test_expiry_and_recency_agree_with_the_server(self):
+        import time
+        now = int(time.time() * 1000)
+        self.client.create_collection("mem", dim=DIM)
+        v = np.stack([vector_of(1), vector_of(1), vector_of(2)])
+        self.client.upsert("mem", ["old", "new", "gone"], vectors=v,
+                           timestamps=[now - 10 * 86_400_000, now, now],
+                           expires_at=[0, 0, now - 1])
+        col = zerovec.attach(self.server.data_dir, "mem")
+        self.assertNotIn("gone", [h.id for h in col.search(vector_of(2), k=3)])
+        day = zerovec.Recency(half_life_ms=86_400_000)
+        mine = col.search(vector_of(1), k=2, recency=day)
+        theirs = self.client.search("mem", vector=vector_of(1), k=2, recency=day)
+        self.assertEqual([h.id for h in mine], ["new", "old"])
+        self.assertEqual([h.id for h in mine], [h.id for h in theirs])
+        for a, b in zip(mine, theirs):
+            self.assertAlmostEqual(a.score, b.score, places=5)
+
     def test_text_query_embedded_in_process_matches_the_server(self):
         docs = {"tea": "Green tea is steeped at 80 degrees for two minutes.",
                 "bike": "Check the tyre pressure of a bicycle before every ride.",

@@ -22,8 +22,8 @@ def examples():
     with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
     blocks = re.findall(r"^```python readme-test\n(.*?)^```$", text, re.S | re.M)
-    if len(blocks) != 2:
-        raise AssertionError(f"expected 2 python readme-test blocks, found {len(blocks)}")
+    if len(blocks) != 3:
+        raise AssertionError(f"expected 3 python readme-test blocks, found {len(blocks)}")
     return blocks
 
 
@@ -53,7 +53,7 @@ def pip_install(work):
 
 class ReadmeExamplesTest(unittest.TestCase):
     def run_examples(self, pythonpath, model_env):
-        rag, shared = examples()
+        rag, shared, memory = examples()
         with Server() as server:
             port = server.address.rsplit(":", 1)[1]
             work = tempfile.mkdtemp(dir=server.tmp)
@@ -62,7 +62,8 @@ class ReadmeExamplesTest(unittest.TestCase):
             env["PYTHONPATH"] = pythonpath
             env.update(model_env)
             outputs = []
-            for name, code in (("rag.py", rag), ("shared.py", shared)):
+            for name, code in (("rag.py", rag), ("shared.py", shared),
+                               ("memory.py", memory)):
                 path = os.path.join(work, name)
                 with open(path, "w") as f:
                     f.write(code.replace("127.0.0.1:50051", "127.0.0.1:" + port))
@@ -77,6 +78,10 @@ class ReadmeExamplesTest(unittest.TestCase):
         readers = sorted(outputs[1].splitlines())
         self.assertEqual(readers, [f"reader {i}: 1000 rows, nearest to row 7: v7"
                                    for i in range(4)], outputs[1])
+        memory_lines = outputs[2].splitlines()
+        self.assertEqual(len(memory_lines), 2, outputs[2])
+        for line in memory_lines:
+            self.assertRegex(line, r"^-?\d\.\d{3} (m1|m2|m3|scratch): ")
 
     def test_through_pip_install(self):
         work = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))

@@ -27,7 +27,7 @@ except ImportError as e:  # the client works without it; attach does not
         "zerovec.attach needs the compiled extension zerovec._attach: build it "
         "(bazel build //python:zerovec/_attach.so) before pip install ./python, "
         f"or use a bundle's python/ folder ({e})") from e
-from zerovec.types import Filter, Hit
+from zerovec.types import Filter, Hit, Recency
 
 MODEL_ENV = "ZEROVEC_MODEL"
 _BUNDLED = os.path.join("models", "zerovec-mini")
@@ -104,7 +104,8 @@ class AttachedCollection:
 
     def search(self, query: Union[str, Any], k: int = 10, filter: Any = None,
                ef_search: int = 0,
-               include_documents: bool = True) -> Union[List[Hit], List[List[Hit]]]:
+               include_documents: bool = True,
+               recency: Any = None) -> Union[List[Hit], List[List[Hit]]]:
         """The k nearest items to query: a text, a (dim,) vector, or (n, dim)
         vectors (then one list of hits per row). Best first."""
         single = True
@@ -120,9 +121,12 @@ class AttachedCollection:
                 raise ValueError(f"query: expected a text, (dim,) or (n, dim), "
                                  f"got shape {queries.shape}")
         f = Filter.of(filter)
+        r = Recency.of(recency)
         results = self._impl.search(queries, k, f.namespace, dict(f.metadata),
                                     f.min_timestamp_ms, f.max_timestamp_ms,
-                                    ef_search, include_documents)
+                                    ef_search, include_documents,
+                                    r.half_life_ms if r else 0,
+                                    r.weight if r else 0.0)
         hits = [[Hit(*h) for h in row] for row in results]
         return hits[0] if single else hits
 

@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 
 from zerovec.errors import ZeroVecError, error_for
-from zerovec.types import CollectionInfo, Filter, Hit, Item
+from zerovec.types import CollectionInfo, Filter, Hit, Item, Recency
 from zerovec.v1 import zerovec_pb2 as pb
 from zerovec.v1 import zerovec_pb2_grpc as pb_grpc
 
@@ -64,7 +64,17 @@ def _info(c):
     return CollectionInfo(name=c.name, dim=c.dim, metric=_METRIC_NAMES[c.metric],
                           index=c.index, rows=c.rows, live_rows=c.live_rows,
                           tombstones=c.tombstones, generation=c.generation,
-                          model_max_length=c.model_max_length)
+                          model_max_length=c.model_max_length,
+                          default_ttl_ms=c.default_ttl_ms,
+                          expired_swept=c.expired_swept)
+
+
+def _recency_pb(value):
+    r = Recency.of(value)
+    if r is None:
+        return None
+    return pb.Recency(half_life_ms=r.half_life_ms, weight=r.weight,
+                      now_ms=r.now_ms, candidates=r.candidates)
 
 
 def _column(values, n, name):
@@ -107,12 +117,16 @@ class Client:
 
     @_rpc
     def create_collection(self, name: str, dim: int = 0, metric: str = "ip",
-                          index: str = "Flat") -> CollectionInfo:
-        """dim 0: the server model's dimension. metric "ip" or "l2"."""
+                          index: str = "Flat",
+                          default_ttl_ms: int = 0) -> CollectionInfo:
+        """dim 0: the server model's dimension. metric "ip" or "l2".
+        default_ttl_ms: items upserted without expires_at expire this long
+        after their upsert (0: never)."""
         if metric not in _METRICS:
             raise ValueError(f"metric: expected 'ip' or 'l2', got {metric!r}")
         r = self._call("CreateCollection", pb.CreateCollectionRequest(
-            name=name, dim=dim, metric=_METRICS[metric], index=index))
+            name=name, dim=dim, metric=_METRICS[metric], index=index,
+            default_ttl_ms=default_ttl_ms))
         return _info(r.collection)
 
     @_rpc
@@ -136,17 +150,19 @@ class Client:
                namespaces: Optional[Sequence[str]] = None,
                metadata: Optional[Sequence[Mapping[str, str]]] = None,
                timestamps: Optional[Sequence[int]] = None,
-               batch_size: int = 1024) -> int:
+               batch_size: int = 1024,
+               expires_at: Optional[Sequence[int]] = None) -> int:
         """Inserts or replaces items; returns how many were stored.
 
         Give texts (embedded by the server's model), vectors ((n, dim)), or both
         (then the text is stored as given). Sent in batches of batch_size, each
-        all-or-nothing on the server.
+        all-or-nothing on the server. expires_at: Unix ms per item (0 or None:
+        the collection's default TTL, or never).
         """
         stored = 0
         for request in self._upsert_requests(collection, ids, texts, vectors,
                                              namespaces, metadata, timestamps,
-                                             batch_size):
+                                             batch_size, expires_at):
             stored += self._call("Upsert", request).upserted
         return stored
 
@@ -157,23 +173,25 @@ class Client:
                       namespaces: Optional[Sequence[str]] = None,
                       metadata: Optional[Sequence[Mapping[str, str]]] = None,
                       timestamps: Optional[Sequence[int]] = None,
-                      batch_size: int = 1024) -> int:
+                      batch_size: int = 1024,
+                      expires_at: Optional[Sequence[int]] = None) -> int:
         """upsert() over one UpsertStream call: the batches go as one stream
         and the server answers once with the total stored."""
         requests = self._upsert_requests(collection, ids, texts, vectors,
                                          namespaces, metadata, timestamps,
-                                         batch_size)
+                                         batch_size, expires_at)
         return self._call("UpsertStream", iter(list(requests))).upserted
 
     @staticmethod
     def _upsert_requests(collection, ids, texts, vectors, namespaces, metadata,
-                         timestamps, batch_size):
+                         timestamps, batch_size, expires_at=None):
         ids = list(ids)
         n = len(ids)
         texts = _column(texts, n, "texts")
         namespaces = _column(namespaces, n, "namespaces")
         metadata = _column(metadata, n, "metadata")
         timestamps = _column(timestamps, n, "timestamps")
+        expires_at = _column(expires_at, n, "expires_at")
         rows = None
         if vectors is not None:
             rows = _matrix(vectors, "vectors")
@@ -185,7 +203,8 @@ class Client:
                 item = pb.Item(id=ids[i], text=texts[i] or "",
                                namespace=namespaces[i] or "",
                                metadata=metadata[i] or {},
-                               timestamp_ms=timestamps[i] or 0)
+                               timestamp_ms=timestamps[i] or 0,
+                               expires_at_ms=expires_at[i] or 0)
                 if rows is not None:
                     item.vector.extend(rows[i].tolist())
                 items.append(item)
@@ -204,19 +223,23 @@ class Client:
     def search(self, collection: str, text: Optional[str] = None,
                vector: Optional[ArrayLike] = None, k: int = 10,
                filter: FilterLike = None, ef_search: int = 0,
-               include_documents: bool = True) -> List[Hit]:
-        """The k nearest items to one query (a text or a vector), best first."""
+               include_documents: bool = True,
+               recency: Any = None) -> List[Hit]:
+        """The k nearest items to one query (a text or a vector), best first.
+        recency: a Recency (or its dict, or a half-life in ms) for
+        time-aware ranking."""
         r = self._call("Search", pb.SearchRequest(
             collection=collection, query=self._query(text, vector), k=k,
             filter=_filter_pb(filter), include_documents=include_documents,
-            ef_search=ef_search))
+            ef_search=ef_search, recency=_recency_pb(recency)))
         return [_hit(h) for h in r.hits]
 
     @_rpc
     def search_batch(self, collection: str, texts: Optional[Sequence[str]] = None,
                      vectors: Optional[ArrayLike] = None, k: int = 10,
                      filter: FilterLike = None, ef_search: int = 0,
-                     include_documents: bool = True) -> List[List[Hit]]:
+                     include_documents: bool = True,
+                     recency: Any = None) -> List[List[Hit]]:
         """Several queries in one call: texts, or vectors as (n, dim)."""
         if (texts is None) == (vectors is None):
             raise ValueError("give exactly one of texts= or vectors=")
@@ -228,7 +251,7 @@ class Client:
         r = self._call("SearchBatch", pb.SearchBatchRequest(
             collection=collection, queries=queries, k=k,
             filter=_filter_pb(filter), include_documents=include_documents,
-            ef_search=ef_search))
+            ef_search=ef_search, recency=_recency_pb(recency)))
         return [[_hit(h) for h in res.hits] for res in r.results]
 
     @_rpc
@@ -240,8 +263,20 @@ class Client:
         return [Item(id=i.id, text=i.text, namespace=i.namespace,
                      metadata=dict(i.metadata), timestamp_ms=i.timestamp_ms,
                      vector=np.array(i.vector, dtype=np.float32)
-                     if include_vectors else None)
+                     if include_vectors else None,
+                     expires_at_ms=i.expires_at_ms)
                 for i in r.items]
+
+    @_rpc
+    def touch(self, collection: str, ids: Sequence[str],
+              ttl_ms: Optional[int] = None,
+              expires_at_ms: Optional[int] = None) -> int:
+        """Renews live items' expiry: ttl_ms from now, or expires_at_ms (Unix
+        ms), or neither (the collection's default TTL from now, or never).
+        Returns how many were renewed."""
+        return self._call("Touch", pb.TouchRequest(
+            collection=collection, ids=list(ids), ttl_ms=ttl_ms or 0,
+            expires_at_ms=expires_at_ms or 0)).touched
 
     @_rpc
     def delete(self, collection: str, ids: Sequence[str]) -> int:

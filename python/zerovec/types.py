@@ -28,6 +28,33 @@ class Filter:
 
 
 @dataclass
+class Recency:
+    """Time-aware ranking: the most similar candidates re-scored by
+    r = 0.5 ** (age / half_life_ms), age = now - timestamp_ms. weight 0:
+    similarity * r (L2: distance / r); weight > 0: similarity + weight * r
+    (L2: distance - weight * r). now_ms 0: the clock; candidates 0:
+    max(10 k, 100)."""
+
+    half_life_ms: int
+    weight: float = 0.0
+    now_ms: int = 0
+    candidates: int = 0
+
+    @staticmethod
+    def of(value):
+        """A Recency from None, a Recency, a dict of its fields, or a
+        half-life in milliseconds."""
+        if value is None or isinstance(value, Recency):
+            return value
+        if isinstance(value, dict):
+            return Recency(**value)
+        if isinstance(value, (int, float)):
+            return Recency(half_life_ms=int(value))
+        raise TypeError(f"recency: expected a Recency, dict or half-life in ms, "
+                        f"got {type(value).__name__}")
+
+
+@dataclass
 class Hit:
     """One search result. score: inner product (higher is closer) or squared L2."""
 
@@ -49,6 +76,7 @@ class Item:
     metadata: Dict[str, str] = field(default_factory=dict)
     timestamp_ms: int = 0
     vector: Optional[np.ndarray] = None
+    expires_at_ms: int = 0  # 0: never
 
 
 @dataclass
@@ -62,3 +90,5 @@ class CollectionInfo:
     tombstones: int
     generation: int
     model_max_length: int = 0
+    default_ttl_ms: int = 0  # items without expires_at expire this long after
+    expired_swept: int = 0  # expired items the server's sweep deleted
