@@ -1,12 +1,6 @@
 #include "embed/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +31,92 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+// The little-endian length of the JSON header in the first 8 bytes, checked
+// against the file's size.
+StatusOr<uint64_t> HeaderLength(const uint8_t* bytes, size_t size,
+                                const std::string& name) {
+  if (size < 8) {
+    return DataLossError(name + ": file is " + std::to_string(size) +
+                         " bytes, too short for a safetensors header");
+  }
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+  if (header_len > size - 8 || header_len > kMaxHeaderBytes) {
+    return DataLossError(
+        name + ": header length " + std::to_string(header_len) +
+        " runs past the end of the file (" + std::to_string(size) +
+        " bytes); truncated or not a safetensors file");
+  }
+  return header_len;
+}
+
+// One header entry's dtype, shape and offsets, as JSON types allow them.
+StatusOr<TensorEntry> ParseEntry(const nlohmann::json& t,
+                                 const std::string& where) {
+  TensorEntry e;
+  try {
+    e.dtype = t.at("dtype").get<std::string>();
+    // Every shape element and offset must be a non-negative integer before
+    // get<>() reads it (a float or negative number there is UB).
+    const auto& shape = t.at("shape");
+    const auto& offs = t.at("data_offsets");
+    auto all_unsigned = [](const nlohmann::json& a) {
+      if (!a.is_array()) return false;
+      for (const auto& v : a) {
+        if (!v.is_number_unsigned()) return false;
+      }
+      return true;
+    };
+    if (!all_unsigned(shape) || !all_unsigned(offs)) {
+      return DataLossError(
+          where + ": shape and data_offsets must be non-negative integers");
+    }
+    for (const auto& d : shape) {
+      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return DataLossError(where + ": dimension out of range");
+      }
+      e.shape.push_back(d.get<int64_t>());
+    }
+    const auto offsets = offs.get<std::vector<uint64_t>>();
+    if (offsets.size() != 2) return DataLossError(where + ": bad data_offsets");
+    e.begin = offsets[0];
+    e.end = offsets[1];
+  } catch (const nlohmann::json::exception& ex) {
+    return DataLossError(where + ": bad header entry: " + ex.what());
+  }
+  return e;
+}
+
+// The entry's bytes lie inside the data section and match its dtype and
+// shape.
+Status CheckEntry(const TensorEntry& e, uint64_t data_size,
+                  const std::string& where) {
+  if (e.begin > e.end || e.end > data_size) {
+    return DataLossError(where + ": data_offsets [" + std::to_string(e.begin) +
+                         ", " + std::to_string(e.end) + ") outside the " +
+                         std::to_string(data_size) +
+                         "-byte data section (truncated file?)");
+  }
+  const int esize = DtypeSize(e.dtype);
+  uint64_t numel = 1;
+  for (int64_t d : e.shape) {
+    if (d < 0) return DataLossError(where + ": negative dimension");
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+      return DataLossError(where + ": shape " + ShapeString(e.shape) +
+                           " overflows");
+    }
+  }
+  uint64_t bytes = 0;
+  if (esize != 0 &&
+      (__builtin_mul_overflow(numel, static_cast<uint64_t>(esize), &bytes) ||
+       bytes != e.end - e.begin)) {
+    return DataLossError(where + ": " + std::to_string(e.end - e.begin) +
+                         " bytes do not match dtype " + e.dtype +
+                         " and shape " + ShapeString(e.shape));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -85,51 +165,24 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(const_cast<uint8_t*>(map_), map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     const std::filesystem::path& path) {
   const std::string name = path.string();
-  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, name + ": open");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError(err, name + ": fstat");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    return DataLossError(name + ": file is " + std::to_string(size) +
-                         " bytes, too short for a safetensors header");
-  }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) return ErrnoError(map_err, name + ": mmap");
-
+  ZV_ASSIGN_OR_RETURN(MappedFile map, MappedFile::Open(path));
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = name;
-  file->map_ = static_cast<const uint8_t*>(map);
-  file->map_size_ = size;
-
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->map_[i];
-  if (header_len > size - 8 || header_len > kMaxHeaderBytes) {
-    return DataLossError(
-        name + ": header length " + std::to_string(header_len) +
-        " runs past the end of the file (" + std::to_string(size) +
-        " bytes); truncated or not a safetensors file");
-  }
-  file->data_ = file->map_ + 8 + header_len;
-  const uint64_t data_size = size - 8 - header_len;
+  file->map_ = std::move(map);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(file->map_.data());
+  ZV_ASSIGN_OR_RETURN(const uint64_t header_len,
+                      HeaderLength(bytes, file->map_.size(), name));
+  file->data_ = bytes + 8 + header_len;
+  const uint64_t data_size = file->map_.size() - 8 - header_len;
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file->map_ + 8, file->map_ + 8 + header_len);
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
   } catch (const nlohmann::json::exception& e) {
     return DataLossError(name + ": bad JSON header: " + e.what());
   }
@@ -138,61 +191,8 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   for (const auto& [tname, t] : header.items()) {
     if (tname == "__metadata__") continue;
     const std::string where = name + ": tensor " + tname;
-    TensorEntry e;
-    try {
-      e.dtype = t.at("dtype").get<std::string>();
-      // Every shape element and offset must be a non-negative integer before
-      // get<>() reads it (a float or negative number there is UB).
-      const auto& shape = t.at("shape");
-      const auto& offs = t.at("data_offsets");
-      auto all_unsigned = [](const nlohmann::json& a) {
-        if (!a.is_array()) return false;
-        for (const auto& v : a) {
-          if (!v.is_number_unsigned()) return false;
-        }
-        return true;
-      };
-      if (!all_unsigned(shape) || !all_unsigned(offs)) {
-        return DataLossError(
-            where + ": shape and data_offsets must be non-negative integers");
-      }
-      for (const auto& d : shape) {
-        if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-          return DataLossError(where + ": dimension out of range");
-        }
-        e.shape.push_back(d.get<int64_t>());
-      }
-      const auto offsets = offs.get<std::vector<uint64_t>>();
-      if (offsets.size() != 2)
-        return DataLossError(where + ": bad data_offsets");
-      e.begin = offsets[0];
-      e.end = offsets[1];
-    } catch (const nlohmann::json::exception& ex) {
-      return DataLossError(where + ": bad header entry: " + ex.what());
-    }
-    if (e.begin > e.end || e.end > data_size) {
-      return DataLossError(
-          where + ": data_offsets [" + std::to_string(e.begin) + ", " +
-          std::to_string(e.end) + ") outside the " + std::to_string(data_size) +
-          "-byte data section (truncated file?)");
-    }
-    const int esize = DtypeSize(e.dtype);
-    uint64_t numel = 1;
-    for (int64_t d : e.shape) {
-      if (d < 0) return DataLossError(where + ": negative dimension");
-      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
-        return DataLossError(where + ": shape " + ShapeString(e.shape) +
-                             " overflows");
-      }
-    }
-    uint64_t bytes = 0;
-    if (esize != 0 &&
-        (__builtin_mul_overflow(numel, static_cast<uint64_t>(esize), &bytes) ||
-         bytes != e.end - e.begin)) {
-      return DataLossError(where + ": " + std::to_string(e.end - e.begin) +
-                           " bytes do not match dtype " + e.dtype +
-                           " and shape " + ShapeString(e.shape));
-    }
+    ZV_ASSIGN_OR_RETURN(TensorEntry e, ParseEntry(t, where));
+    ZV_RETURN_IF_ERROR(CheckEntry(e, data_size, where));
     file->tensors_.emplace(tname, std::move(e));
   }
   return file;

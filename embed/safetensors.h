@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "base/status.h"
 
 namespace zv::embed {
@@ -43,9 +44,8 @@ class SafetensorsFile {
  private:
   SafetensorsFile() = default;
   std::string path_;
-  const uint8_t* map_ = nullptr;
-  size_t map_size_ = 0;
-  const uint8_t* data_ = nullptr;  // start of the data section
+  MappedFile map_;
+  const uint8_t* data_ = nullptr;  // start of the data section, inside map_
   std::map<std::string, TensorEntry> tensors_;
 };
 

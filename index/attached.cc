@@ -11,6 +11,8 @@
 #include <shared_mutex>
 
 #include "index/collection_impl.h"
+#include "index/hybrid_search.h"
+#include "index/lexical_index.h"
 #include "index/meta_store.h"
 #include "index/rwlock.h"
 #include "index/searcher.h"
@@ -50,6 +52,11 @@ class AttachedImpl : public AttachedCollection {
     info.live_rows = info.rows - std::min(info.rows, info.tombstones);
     info.generation = meta_.generation;
     info.segment_dir = reader_->dir();
+    info.lexical = meta_.options.lexical;
+    if (lexical_) {
+      auto documents = lexical_->documents();
+      if (documents.ok()) info.lexical_documents = *documents;
+    }
     return info;
   }
 
@@ -68,7 +75,7 @@ class AttachedImpl : public AttachedCollection {
     ctx.store = store_.get();
     ctx.collection = name_;
     ctx.generation = meta_.generation;
-    return SearchSegment(ctx, queries, options);
+    return SearchAnyMode(ctx, lexical_.get(), queries, options);
   }
 
   AttachedRows Rows() const override {
@@ -150,6 +157,17 @@ class AttachedImpl : public AttachedCollection {
     }
     t.RequeueExpired(unswept);
     rows_ = committed;
+    // The writer's Xapian database, read-only; its commits follow the rows'
+    // (lexical hits are mapped to rows through the store caught up above, and
+    // ids it has not reached are skipped).
+    if (meta_.options.lexical) {
+      if (!lexical_) {
+        ZV_ASSIGN_OR_RETURN(
+            lexical_, LexicalSearcher::Open(data_dir_ / "collections" / name_ /
+                                            kLexicalDirName));
+      }
+      lexical_->Refresh();
+    }
     return OkStatus();
   }
 
@@ -163,7 +181,8 @@ class AttachedImpl : public AttachedCollection {
   // Shared with the AttachedRows handed out, which keep its mappings alive.
   std::shared_ptr<shm::Reader> reader_;
   std::unique_ptr<AttributeTable> attrs_;
-  std::unique_ptr<AnnIndex> ann_;  // after reader_: destroyed first
+  std::unique_ptr<AnnIndex> ann_;             // after reader_: destroyed first
+  std::unique_ptr<LexicalSearcher> lexical_;  // null: no lexical index
   uint64_t rows_ = 0;
 };
 

@@ -46,6 +46,10 @@ struct CollectionOptions {
   // Items upserted without an expiry expire this long after their upsert;
   // 0: never (issue 17: agent memories, semantic caches).
   int64_t default_ttl_ms = 0;
+  // Keep a lexical (Xapian BM25) index of the texts beside the segment, for
+  // SearchMode::kLexical and kHybrid. Off by default: it costs ingest time
+  // and disk, and a vector-only collection has no text to index.
+  bool lexical = false;
 };
 
 // The one clock rule for expiry, shared by the writer and attached readers:
@@ -94,9 +98,31 @@ struct Recency {
   int64_t now_ms = 0;  // the age reference; 0: NowMs()
   int candidates = 0;  // [k, kMaxK]; 0: max(10 k, 100) capped at kMaxK
 };
+// What a search ranks by. Lexical and hybrid need the query's text
+// (SearchOptions::query_texts) and a collection with a lexical index.
+enum class SearchMode { kDense, kLexical, kHybrid };
+
+// Reciprocal-rank fusion of the dense and the lexical ranking (hybrid mode):
+//   score(d) = dense_weight / (rrf_k + dense_rank(d))
+//            + lexical_weight / (rrf_k + lexical_rank(d))
+// with ranks from 1 and a term left out where d is not in that list's top
+// `depth`. rrf_k 60 is the constant of Cormack et al. (2009).
+struct FusionOptions {
+  double rrf_k = 60;
+  double dense_weight = 1;
+  double lexical_weight = 1;
+  // Candidates taken from each list, [k, kMaxK]; 0: max(k, kDefaultDepth).
+  int depth = 0;
+};
+inline constexpr int kDefaultFusionDepth = 100;
 
 struct SearchOptions {
   int k = 10;
+  SearchMode mode = SearchMode::kDense;
+  // The queries' texts (lexical: one per query; hybrid: one per query
+  // vector, same order). Dense searches ignore them.
+  std::vector<std::string> query_texts;
+  FusionOptions fusion;
   Filter filter;
   bool include_documents = false;
   // HNSW candidate-list width, [k, kMaxEfSearch]; 0 = kDefaultEfSearch.
@@ -111,6 +137,11 @@ struct Hit {
       0;  // inner product (higher is better) or squared L2 (lower is better)
   Record record;  // id, ns, timestamp always; text and metadata if
                   // include_documents
+  // Ranks (from 1) in the dense and lexical candidate lists; 0: not in it.
+  // Lexical mode: score is the BM25 weight; hybrid: the fused RRF score
+  // (higher is better for every metric).
+  uint32_t dense_rank = 0;
+  uint32_t lexical_rank = 0;
 };
 
 struct GetResult {
@@ -136,6 +167,8 @@ struct CollectionInfo {
   int64_t default_ttl_ms = 0;  // CollectionOptions::default_ttl_ms
   // Expired rows the sweep tombstoned since the collection was opened.
   uint64_t expired_swept = 0;
+  bool lexical = false;            // has a lexical index
+  uint64_t lexical_documents = 0;  // documents in it (items with text)
 };
 
 // What one Compact() did.

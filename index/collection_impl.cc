@@ -6,10 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <unordered_set>
 
+#include "base/file.h"
 #include "base/u64_set.h"
+#include "index/hybrid_search.h"
 #include "index/searcher.h"
 #include "index/validate.h"
 
@@ -23,19 +24,10 @@ std::string GenerationDirName(uint64_t generation) {
 }
 
 Status WriteCurrent(const std::filesystem::path& root, uint64_t generation) {
-  const auto tmp = root / "CURRENT.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << GenerationDirName(generation) << "\n";
-    out.flush();
-    if (!out) return InternalError(tmp.string() + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, root / "CURRENT", ec);
-  if (ec)
-    return InternalError((root / "CURRENT").string() +
-                         ": rename: " + ec.message());
-  return OkStatus();
+  // Not synced: CURRENT only mirrors the catalog's generation (the commit
+  // point, synced in RocksDB), and every Open rewrites it from there.
+  return WriteFileAtomically(
+      root / "CURRENT", GenerationDirName(generation) + "\n", {.sync = false});
 }
 
 namespace {
@@ -131,6 +123,7 @@ StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
   std::shared_ptr<CollectionImpl> c(
       new CollectionImpl(std::move(store), root, meta, kind));
   ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  ZV_RETURN_IF_ERROR(c->OpenLexical(*g));
   c->g_ = std::move(g);
   return c;
 }
@@ -161,6 +154,7 @@ StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Open(
   ZV_RETURN_IF_ERROR(WriteCurrent(root, meta.generation));
   ZV_RETURN_IF_ERROR(c->Reconcile(g.get()));
   ZV_RETURN_IF_ERROR(c->OpenAnn(g.get()));
+  ZV_RETURN_IF_ERROR(c->OpenLexical(*g));
   c->g_ = std::move(g);
   return c;
 }
@@ -234,6 +228,8 @@ void CollectionImpl::MarkDropped() {
     dropped_ = true;
     if (g_) ann = std::move(g_->ann);  // searches check dropped_ first
     if (g_) g_->mirror.reset();        // its device memory back to the budget
+    lexical_.reset();                  // its files go with the collection's
+    lexical_writer_.reset();
   }
   // Stops the piece builder before the files go, outside the locks: a build
   // may be finishing its file.
@@ -257,6 +253,8 @@ CollectionInfo CollectionImpl::Describe() const {
   info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
   info.default_ttl_ms = meta_.options.default_ttl_ms;
   info.expired_swept = expired_swept_.load(std::memory_order_relaxed);
+  info.lexical = meta_.options.lexical;
+  info.lexical_documents = lexical_documents_.load(std::memory_order_relaxed);
   return info;
 }
 
@@ -389,7 +387,9 @@ Status CollectionImpl::PublishWritten(uint64_t first,
       return s;
     }
     for (const Record& r : records) g.attrs.Append(r);
-    for (uint64_t row : replaced) ZV_RETURN_IF_ERROR(w.Tombstone(row));
+    for (uint64_t row : replaced) {
+      ZV_RETURN_IF_ERROR(MarkLexicalStaleOnError(w.Tombstone(row)));
+    }
     MirrorPublished(g, replaced);
     // An ANN failure leaves the new rows to the exact tail search: no data is
     // lost.
@@ -402,6 +402,7 @@ Status CollectionImpl::PublishWritten(uint64_t first,
     for (uint64_t row : replaced) cleanup.DeleteRow(name, g.number, row);
     (void)store_->Write(cleanup, /*sync=*/false);
   }
+  UpdateLexical(records, {});  // 5.
   return OkStatus();
 }
 
@@ -609,7 +610,12 @@ StatusOr<std::vector<std::vector<Hit>>> CollectionImpl::Search(
   ctx.store = store_.get();
   ctx.collection = meta_.name;
   ctx.generation = g_->number;
-  return SearchSegment(ctx, queries, options);
+  if (options.mode != SearchMode::kDense && lexical_stale_.load()) {
+    return UnavailableError("collection '" + meta_.name +
+                            "': lexical index out of step after a failed "
+                            "write; it is re-indexed when the server restarts");
+  }
+  return SearchAnyMode(ctx, lexical_.get(), queries, options);
 }
 
 StatusOr<std::vector<GetResult>> CollectionImpl::Get(
@@ -669,6 +675,7 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
   const std::string& name = meta_.name;
   auto batch = store_->NewBatch();
   std::vector<uint64_t> rows;
+  std::vector<std::string> deleted_ids;
   std::unordered_set<std::string> seen;
   for (const std::string& id : ids) {
     if (!seen.insert(id).second) continue;
@@ -680,21 +687,28 @@ StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {
     batch.DeleteId(name, id);
     batch.DeleteRow(name, g.number, e->row);
     rows.push_back(e->row);
+    deleted_ids.push_back(id);
   }
   if (rows.empty()) return uint64_t{0};
-  ZV_RETURN_IF_ERROR(CommitDelete(batch, rows));
+  ZV_RETURN_IF_ERROR(CommitDelete(batch, rows, deleted_ids));
   return static_cast<uint64_t>(rows.size());
 }
 
 Status CollectionImpl::CommitDelete(MetaStore::Batch& batch,
-                                    const std::vector<uint64_t>& rows) {
+                                    const std::vector<uint64_t>& rows,
+                                    const std::vector<std::string>& ids) {
   Generation& g = *g_;
   // Metadata first: a crash before the tombstones leaves rows no id points at,
   // which reconcile tombstones.
   ZV_RETURN_IF_ERROR(store_->Write(batch, meta_.options.sync));
-  std::unique_lock<RwLock> l(mu_);
-  for (uint64_t row : rows) ZV_RETURN_IF_ERROR(g.writer->Tombstone(row));
-  MirrorPublished(g, rows);
+  {
+    std::unique_lock<RwLock> l(mu_);
+    for (uint64_t row : rows) {
+      ZV_RETURN_IF_ERROR(MarkLexicalStaleOnError(g.writer->Tombstone(row)));
+    }
+    MirrorPublished(g, rows);
+  }
+  UpdateLexical({}, ids);
   return OkStatus();
 }
 
@@ -757,18 +771,21 @@ StatusOr<uint64_t> CollectionImpl::SweepExpired(int64_t now_ms) {
   }
   auto batch = store_->NewBatch();
   std::vector<uint64_t> rows;
+  std::vector<std::string> ids;  // whose current row this is
   for (uint64_t row : due) {
     // Replaced, deleted or renewed rows are tombstoned already.
     if (row >= g.writer->committed() || g.writer->IsTombstoned(row)) continue;
-    const std::string id(g.attrs.id(row));
+    std::string id(g.attrs.id(row));
     ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
-    if (e && e->generation == g.number && e->row == row)
+    if (e && e->generation == g.number && e->row == row) {
       batch.DeleteId(meta_.name, id);
+      ids.push_back(std::move(id));
+    }
     batch.DeleteRow(meta_.name, g.number, row);
     rows.push_back(row);
   }
   if (rows.empty()) return uint64_t{0};
-  if (Status s = CommitDelete(batch, rows); !s.ok()) {
+  if (Status s = CommitDelete(batch, rows, ids); !s.ok()) {
     std::unique_lock<RwLock> l(mu_);
     g.attrs.RequeueExpired(rows);  // the next sweep tries again
     return s;

@@ -6,9 +6,14 @@
 //   2. one RocksDB WriteBatch: rows entries, id -> row (with the replaced row);
 //   3. Writer::Commit publishes the rows (store-release);
 //   4. replaced rows are tombstoned, their meta entries dropped.
+//   5. (lexical collections) the records' texts are put into, or their ids
+//      removed from, the Xapian index, committed with the segment's stamp.
 // Reconcile on open undoes a step-2 batch whose rows never got committed
 // (restoring the replaced row) and tombstones committed rows that no id points
-// at.
+// at; then, if the lexical index's stamp is not the segment's, it re-indexes
+// every live text it lacks or holds an older version of and removes every id
+// that is not live (ReconcileLexical). Deletes follow the same order: meta
+// store, tombstones, lexical index.
 #ifndef ZEROVEC_INDEX_COLLECTION_IMPL_H_
 #define ZEROVEC_INDEX_COLLECTION_IMPL_H_
 
@@ -25,6 +30,7 @@
 #include "index/collection.h"
 #include "index/filter.h"
 #include "index/gpu_mirror.h"
+#include "index/lexical_index.h"
 #include "index/meta_store.h"
 #include "index/rwlock.h"
 #include "shm/segment.h"
@@ -85,6 +91,9 @@ class CollectionImpl : public Collection {
   // Mirrors the collection on the GPU from now on, if it fits `budget`
   // (collection_gpu.cc); otherwise logs why and stays on the CPU.
   void EnableGpu(std::shared_ptr<GpuBudget> budget);
+  // Lexical documents re-indexed or removed by reconcile when this collection
+  // opened (0: the index was in step), for tests.
+  uint64_t lexical_repairs() const { return lexical_repairs_; }
 
  private:
   friend class BulkAppenderImpl;
@@ -104,6 +113,22 @@ class CollectionImpl : public Collection {
                  CollectionMeta meta, IndexKind kind);
   Status Reconcile(Generation* g);
   Status OpenAnn(Generation* g);
+  // The lexical index in <root>/lexical (options.lexical), opened and, after
+  // a crash, brought in step with generation `g` (Reconcile first).
+  Status OpenLexical(const Generation& g);
+  Status ReconcileLexical(const Generation& g);
+  // Step 5: puts or removes `records`' texts, or removes `deleted_ids`, then
+  // commits with g_'s stamp. A failure leaves the index out of step until the
+  // next open; lexical searches then fail UNAVAILABLE. Caller holds write_mu_.
+  void UpdateLexical(std::span<const Record> records,
+                     std::span<const std::string> deleted_ids);
+  std::string LexicalStamp(const Generation& g) const;
+  // A write that fails after its rows or tombstones are published never
+  // reaches step 5: no later stamp may claim the index is in step.
+  Status MarkLexicalStaleOnError(Status s) {
+    if (!s.ok() && lexical_writer_) lexical_stale_ = true;
+    return s;
+  }
   Status UpsertImpl(std::span<const Record> records,
                     const std::function<Status(std::span<float* const>)>& fill,
                     bool check_rows);
@@ -117,9 +142,11 @@ class CollectionImpl : public Collection {
   // flight still shows its old row. Caller holds mu_ (shared).
   StatusOr<std::optional<uint64_t>> VisibleRow(const std::string& id) const;
   // The delete protocol for `rows` whose entries `batch` removes: metadata
-  // first, then tombstones. Caller holds write_mu_.
+  // first, then tombstones, then the lexical index drops `ids`. Caller holds
+  // write_mu_.
   Status CommitDelete(MetaStore::Batch& batch,
-                      const std::vector<uint64_t>& rows);
+                      const std::vector<uint64_t>& rows,
+                      const std::vector<std::string>& ids);
   // Steps 2-4 of the write protocol for rows [first, first + n) that are
   // filled and carry their segment ids. Caller holds write_mu_.
   Status PublishRows(uint64_t first, std::span<const Record> records);
@@ -163,6 +190,13 @@ class CollectionImpl : public Collection {
   std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)
   mutable RwLock mu_;    // readers vs. publication of rows/extents/index
   std::unique_ptr<Generation> g_;  // guarded by mu_ (replaced by Compact)
+  // The lexical index (null when off): written under write_mu_, searched by
+  // any thread.
+  std::unique_ptr<LexicalWriter> lexical_writer_;
+  std::unique_ptr<LexicalSearcher> lexical_;
+  std::atomic<bool> lexical_stale_{false};
+  std::atomic<uint64_t> lexical_documents_{0};
+  uint64_t lexical_repairs_ = 0;
   bool dropped_ = false;
 };
 

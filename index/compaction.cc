@@ -24,12 +24,14 @@ Status CollectionImpl::CopyLiveRows(const Generation& old, Generation* next,
   // Expired rows the sweep has not reached yet are dropped here too, with
   // their ids.
   const int64_t now = NowMs();
+  std::vector<std::string> expired_ids;
   for (uint64_t row = 0; row < committed;) {
     std::vector<uint64_t> live;
     for (; row < committed && live.size() < kChunk; ++row) {
       if (ow.IsTombstoned(row) || !old.attrs.present(row)) continue;
       if (IsExpired(old.attrs.expires(row), now)) {
-        batch->DeleteId(name, std::string(old.attrs.id(row)));
+        expired_ids.emplace_back(old.attrs.id(row));
+        batch->DeleteId(name, expired_ids.back());
         continue;
       }
       live.push_back(row);
@@ -110,6 +112,9 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
     meta_.generation = meta.generation;
     retired = std::exchange(g_, std::move(next));
   }
+  // Other ids and texts are unchanged: the lexical index drops the expired
+  // ids and takes the new stamp.
+  UpdateLexical({}, expired_ids);
   retired->writer->Retire();
   const auto old_dir = retired->dir;
   retired.reset();

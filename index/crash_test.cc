@@ -6,7 +6,8 @@
 // next child writes on. Some upserted items arrive already expired (agent
 // memory, issue 17) and the child sweeps after every operation, so kills also
 // land inside sweeps: an expired item must stay invisible and a live one must
-// never be swept.
+// never be swept. The collection keeps a lexical index: after each kill it
+// must hold exactly the live items' current texts (issue 17).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -94,6 +95,7 @@ Status Apply(Collection& c, const Op& op) {
     o.dim = kDim;
     o.metric = shm::Metric::kL2;  // a row is its own unique nearest neighbour
     o.rows_per_extent = 512;      // the child crosses extent boundaries often
+    o.lexical = true;
     c = (*db)->CreateCollection("c", o);
     if (!c.ok()) _exit(3);
   }
@@ -133,6 +135,22 @@ bool IdMatches(Collection& c, const std::string& id, const Model& m) {
          r.record.ns == want.ns && r.record.metadata == want.metadata &&
          r.record.timestamp_ms == want.timestamp_ms &&
          r.vector == VectorOf(it->second);
+}
+
+// The lexical index holds one document per live id, with its current text:
+// a search for the text's version number finds that id first.
+void ExpectLexicalInStep(Collection& c, const Model& model, int run) {
+  EXPECT_EQ(c.Describe().lexical_documents, model.size()) << "run " << run;
+  SearchOptions o;
+  o.k = 1;
+  o.mode = SearchMode::kLexical;
+  for (const auto& [id, v] : model) {
+    o.query_texts = {std::to_string(v)};
+    auto r = c.Search({}, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)[0].size(), 1u) << "run " << run << ": " << id;
+    EXPECT_EQ((*r)[0][0].id, id) << "run " << run;
+  }
 }
 
 TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
@@ -222,6 +240,7 @@ TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
       EXPECT_EQ((*r)[0][0].id, id);
       break;  // one per run keeps the test fast; Get above checked every id
     }
+    ExpectLexicalInStep(**c, model, run);
     std::printf("run %d: %lld ops acknowledged, %zu live ids, %llu rows\n", run,
                 static_cast<long long>(last + 1), model.size(),
                 static_cast<unsigned long long>(info.rows));

@@ -21,6 +21,7 @@
 #include <queue>
 #include <sstream>
 
+#include "base/file.h"
 #include "index/ann_index.h"
 #include "index/distance.h"
 
@@ -103,69 +104,26 @@ faiss::MetricType FaissMetric(shm::Metric m) {
                                          : faiss::METRIC_L2;
 }
 
-Status FsyncDir(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "open " + dir.string());
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoError(err, "fsync " + dir.string());
-  return OkStatus();
+// Starts writing `path` (tmp + rename) with the mode and group of the
+// segment's first extent, so attached readers that may read the segment may
+// read this too.
+StatusOr<AtomicFileWriter> CreateBesideSegment(
+    const std::filesystem::path& path, bool sync) {
+  struct stat st;
+  const auto extent0 = path.parent_path() / shm::ExtentFileName(0);
+  const bool have = ::stat(extent0.c_str(), &st) == 0;
+  ZV_ASSIGN_OR_RETURN(
+      AtomicFileWriter file,
+      AtomicFileWriter::Create(
+          path, {.sync = sync,
+                 .mode = have ? static_cast<mode_t>(st.st_mode & 0640)
+                              : static_cast<mode_t>(0600)}));
+  if (have) {
+    // Best effort, as the group: the mode alone still keeps others out.
+    [[maybe_unused]] const int ignored = ::fchown(file.fd(), -1, st.st_gid);
+  }
+  return file;
 }
-
-// Writes a whole file as tmp + fsync + rename (+ directory fsync), with the
-// mode and group of the segment's first extent so attached readers that may
-// read the segment may read this too.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::filesystem::path path)
-      : path_(std::move(path)), tmp_(path_.string() + ".tmp") {}
-  ~AtomicFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      ::unlink(tmp_.c_str());
-    }
-  }
-  Status Open() {
-    struct stat st;
-    mode_t mode = 0600;
-    const auto extent0 = path_.parent_path() / shm::ExtentFileName(0);
-    const bool have = ::stat(extent0.c_str(), &st) == 0;
-    if (have) mode = st.st_mode & 0640;
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd_ < 0) return ErrnoError(errno, "create " + tmp_.string());
-    if (have) (void)::fchown(fd_, -1, st.st_gid);  // best effort, as the group
-    return OkStatus();
-  }
-  Status Write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, 1 << 26));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(errno, "write " + tmp_.string());
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return OkStatus();
-  }
-  Status Commit() {
-    if (::fsync(fd_) != 0) return ErrnoError(errno, "fsync " + tmp_.string());
-    ::close(fd_);
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp_.c_str());
-      return ErrnoError(err, "rename " + path_.string());
-    }
-    return FsyncDir(path_.parent_path());
-  }
-
- private:
-  std::filesystem::path path_, tmp_;
-  int fd_ = -1;
-};
 
 // Distances between a query and rows, or two rows, of a RangeStorage.
 class RangeDistance : public faiss::DistanceComputer {
@@ -606,9 +564,10 @@ Status WriteManifest(const std::filesystem::path& dir, const Manifest& m) {
   for (const ManifestEntry& e : m.entries) put(&e, 24);
   const uint64_t sum = Fnv1a64(s.data(), s.size());
   put(&sum, 8);
-  AtomicFile f(dir / kManifestFile);
-  ZV_RETURN_IF_ERROR(f.Open());
-  ZV_RETURN_IF_ERROR(f.Write(s.data(), s.size()));
+  // Synced: a lost manifest drops every piece, and rebuilding them takes long.
+  ZV_ASSIGN_OR_RETURN(AtomicFileWriter f,
+                      CreateBesideSegment(dir / kManifestFile, /*sync=*/true));
+  ZV_RETURN_IF_ERROR(f.Append(s));
   return f.Commit();
 }
 
@@ -772,13 +731,14 @@ StatusOr<std::shared_ptr<const Piece>> WritePiece(
   hd.header_checksum = Fnv1a64(&hd, offsetof(PieceHeader, header_checksum));
 
   const auto path = dir / PieceFileName(serial);
-  AtomicFile f(path);
-  ZV_RETURN_IF_ERROR(f.Open());
-  ZV_RETURN_IF_ERROR(f.Write(&hd, sizeof(hd)));
+  // Synced: it must be on disk before a (synced) manifest lists it.
+  ZV_ASSIGN_OR_RETURN(AtomicFileWriter f,
+                      CreateBesideSegment(path, /*sync=*/true));
+  ZV_RETURN_IF_ERROR(f.Append(&hd, sizeof(hd)));
   pos = hd.cum_off;
   for (const Section& s : sections) {
-    ZV_RETURN_IF_ERROR(f.Write(s.data, s.bytes));
-    ZV_RETURN_IF_ERROR(f.Write(zeros, s.next_off - pos - s.bytes));
+    ZV_RETURN_IF_ERROR(f.Append(s.data, s.bytes));
+    ZV_RETURN_IF_ERROR(f.Append(zeros, s.next_off - pos - s.bytes));
     pos = s.next_off;
   }
   ZV_RETURN_IF_ERROR(f.Commit());

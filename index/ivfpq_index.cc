@@ -15,14 +15,14 @@
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/clone_index.h>
 #include <faiss/impl/FaissAssert.h>
+#include <faiss/impl/io.h>
 #include <faiss/index_io.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
 
+#include "base/file.h"
 #include "index/ann_index.h"
 
 namespace zv::index {
@@ -34,13 +34,53 @@ constexpr uint64_t kTrainPerList = 39;
 constexpr uint64_t kMinTrainRows = 39 * 256;
 constexpr uint64_t kRebuildRows = 16384;
 
-Status FsyncFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, path.string());
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? OkStatus() : ErrnoError(err, path.string() + ": fsync");
+// faiss::IOWriter into an AtomicFileWriter, buffered: faiss writes every
+// header field separately.
+class AtomicIndexWriter : public faiss::IOWriter {
+ public:
+  explicit AtomicIndexWriter(AtomicFileWriter& file) : file_(file) {
+    name = file.path().string();
+  }
+  size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+    const size_t bytes = size * nitems;
+    if (buffer_.size() + bytes > kBufferBytes) Flush();
+    if (!status_.ok()) return 0;  // faiss throws on the short count
+    if (bytes >= kBufferBytes) {
+      status_ = file_.Append(ptr, bytes);
+    } else {
+      buffer_.append(static_cast<const char*>(ptr), bytes);
+    }
+    return status_.ok() ? nitems : 0;
+  }
+  Status Finish() {
+    Flush();
+    return status_;
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = 1 << 20;
+  void Flush() {
+    if (status_.ok() && !buffer_.empty()) status_ = file_.Append(buffer_);
+    buffer_.clear();
+  }
+
+  AtomicFileWriter& file_;
+  std::string buffer_;
+  Status status_;
+};
+
+// Replaces `path` with `index` through base's atomic file writer.
+Status WriteIndexAtomically(const faiss::Index& index,
+                            const std::filesystem::path& path,
+                            const WriteOptions& options) {
+  ZV_ASSIGN_OR_RETURN(AtomicFileWriter file,
+                      AtomicFileWriter::Create(path, options));
+  AtomicIndexWriter writer(file);
+  const Status written =
+      CatchFaiss("IVF-PQ write", [&] { faiss::write_index(&index, &writer); });
+  ZV_RETURN_IF_ERROR(writer.Finish());  // the cause of a short write, if any
+  ZV_RETURN_IF_ERROR(written);
+  return file.Commit();
 }
 
 class IvfPqIndex : public AnnIndex {
@@ -161,17 +201,12 @@ class IvfPqIndex : public AnnIndex {
     index->cp.niter =
         10;  // enough for coarse centroids; keeps training seconds
     index->pq.cp.niter = 15;
-    const auto tmp = dir_ / "ivfpq.trained.tmp";
     ZV_RETURN_IF_ERROR(CatchFaiss("IVF-PQ train", [&] {
       index->train(static_cast<faiss::Index::idx_t>(n), sample.data());
-      faiss::write_index(index.get(), tmp.c_str());
     }));
-    ZV_RETURN_IF_ERROR(FsyncFile(tmp));
-    std::error_code ec;
-    std::filesystem::rename(tmp, TrainedPath(), ec);
-    if (ec)
-      return InternalError(TrainedPath().string() +
-                           ": rename: " + ec.message());
+    // Synced: Load fails on a torn file, so it must survive power loss whole.
+    ZV_RETURN_IF_ERROR(
+        WriteIndexAtomically(*index, TrainedPath(), {.sync = true}));
     trained_ = std::move(index);
     return OkStatus();
   }
@@ -179,9 +214,9 @@ class IvfPqIndex : public AnnIndex {
   // Writes a new ivfpq.index holding the current lists plus rows [indexed,
   // committed).
   Status Rebuild(uint64_t committed) {
-    const auto tmp = dir_ / "ivfpq.index.tmp";
+    std::unique_ptr<faiss::IndexIVFPQ> next;
     ZV_RETURN_IF_ERROR(CatchFaiss("IVF-PQ rebuild", [&] {
-      std::unique_ptr<faiss::IndexIVFPQ> next(
+      next.reset(
           dynamic_cast<faiss::IndexIVFPQ*>(faiss::clone_index(trained_.get())));
       if (base_) {
         for (int l = 0; l < nlist_; ++l) {
@@ -201,13 +236,11 @@ class IvfPqIndex : public AnnIndex {
         next->add_with_ids(static_cast<faiss::Index::idx_t>(rows.size()),
                            x.data(), rows.data());
       }
-      faiss::write_index(next.get(), tmp.c_str());
     }));
-    ZV_RETURN_IF_ERROR(FsyncFile(tmp));
-    std::error_code ec;
-    std::filesystem::rename(tmp, IndexPath(), ec);
-    if (ec)
-      return InternalError(IndexPath().string() + ": rename: " + ec.message());
+    // Synced: Load fails on a torn file, so it must survive power loss whole.
+    ZV_RETURN_IF_ERROR(
+        WriteIndexAtomically(*next, IndexPath(), {.sync = true}));
+    next.reset();  // its lists are on the heap; the reload maps them
     return CatchFaiss("IVF-PQ reload", [&] {
       std::unique_ptr<faiss::Index> base(
           faiss::read_index(IndexPath().c_str(), faiss::IO_FLAG_MMAP));

@@ -150,7 +150,9 @@ bool DecodeIdEntry(std::string_view in, IdEntry* e) {
   return true;
 }
 
-constexpr uint64_t kCatalogVersion = 1;
+// Version 2 appends the lexical flag; version 1 entries (before it) read as
+// lexical off.
+constexpr uint64_t kCatalogVersion = 2;
 
 std::string EncodeMeta(const CollectionMeta& m) {
   std::string out;
@@ -163,6 +165,7 @@ std::string EncodeMeta(const CollectionMeta& m) {
   PutStr(&out, m.options.group.value_or(""));
   PutU64(&out, m.options.sync);
   PutU64(&out, m.generation);
+  PutU64(&out, m.options.lexical);
   // Optional trailing field (catalogs written before it decode unchanged).
   if (m.options.default_ttl_ms > 0)
     PutU64(&out, static_cast<uint64_t>(m.options.default_ttl_ms));
@@ -173,12 +176,15 @@ bool DecodeMeta(std::string_view name, std::string_view in, CollectionMeta* m) {
   Decoder d(in);
   uint64_t version, dim, metric, has_group, sync;
   std::string group;
-  if (!d.U64(&version) || version != kCatalogVersion || !d.U64(&dim) ||
-      !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
+  uint64_t lexical = 0;
+  if (!d.U64(&version) || (version != 1 && version != kCatalogVersion) ||
+      !d.U64(&dim) || !d.U64(&metric) || !d.Str(&m->options.index.descriptor) ||
       !d.U64(&m->options.rows_per_extent) || !d.U64(&has_group) ||
-      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation)) {
+      !d.Str(&group) || !d.U64(&sync) || !d.U64(&m->generation) ||
+      (version >= 2 && !d.U64(&lexical))) {
     return false;
   }
+  m->options.lexical = lexical != 0;
   if (!d.done()) {
     uint64_t ttl;
     if (!d.U64(&ttl) || !d.done()) return false;

@@ -154,6 +154,53 @@ Status ValidateVectors(std::span<const float> values, size_t n, uint32_t dim,
   return OkStatus();
 }
 
+namespace {
+
+// Lexical and hybrid searches need a text per query; fusion parameters must
+// make sense.
+Status ValidateModeOptions(size_t vector_queries,
+                           const SearchOptions& options) {
+  if (options.mode == SearchMode::kDense) return OkStatus();
+  const size_t texts = options.query_texts.size();
+  if (options.mode == SearchMode::kLexical && texts == 0) {
+    return InvalidArgumentError(
+        "query_texts: a lexical search needs the query's text");
+  }
+  if (options.mode == SearchMode::kHybrid && texts != vector_queries) {
+    return InvalidArgumentError(
+        "query_texts: a hybrid search needs one text per query vector, got " +
+        std::to_string(texts) + " for " + std::to_string(vector_queries));
+  }
+  for (size_t i = 0; i < texts; ++i) {
+    if (options.query_texts[i].empty()) {
+      return InvalidArgumentError("query_texts[" + std::to_string(i) +
+                                  "] is empty: lexical and hybrid searches "
+                                  "need text");
+    }
+  }
+  const FusionOptions& f = options.fusion;
+  if (!std::isfinite(f.rrf_k) || f.rrf_k <= 0) {
+    return InvalidArgumentError("fusion.rrf_k must be > 0, got " +
+                                std::to_string(f.rrf_k));
+  }
+  if (!std::isfinite(f.dense_weight) || !std::isfinite(f.lexical_weight) ||
+      f.dense_weight < 0 || f.lexical_weight < 0 ||
+      f.dense_weight + f.lexical_weight <= 0) {
+    return InvalidArgumentError(
+        "fusion weights must be >= 0 and not both 0, got dense " +
+        std::to_string(f.dense_weight) + ", lexical " +
+        std::to_string(f.lexical_weight));
+  }
+  if (f.depth != 0 && (f.depth < options.k || f.depth > kMaxK)) {
+    return InvalidArgumentError("fusion.depth must be 0 or in [k, " +
+                                std::to_string(kMaxK) + "], got " +
+                                std::to_string(f.depth));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidateSearch(std::span<const float> queries, uint32_t dim,
                       const SearchOptions& options) {
   if (options.k <= 0 || options.k > kMaxK) {
@@ -168,14 +215,28 @@ Status ValidateSearch(std::span<const float> queries, uint32_t dim,
         std::to_string(options.ef_search) + " with k " +
         std::to_string(options.k));
   }
-  if (queries.empty() || queries.size() % dim != 0) {
-    return InvalidArgumentError(
-        "queries has " + std::to_string(queries.size()) +
-        " floats; expected a positive multiple of dim " + std::to_string(dim));
+  if (options.mode != SearchMode::kLexical) {
+    if (queries.empty() || queries.size() % dim != 0) {
+      return InvalidArgumentError("queries has " +
+                                  std::to_string(queries.size()) +
+                                  " floats; expected a positive multiple of "
+                                  "dim " +
+                                  std::to_string(dim));
+    }
+    ZV_RETURN_IF_ERROR(
+        ValidateVectors(queries, queries.size() / dim, dim, "queries"));
   }
-  ZV_RETURN_IF_ERROR(
-      ValidateVectors(queries, queries.size() / dim, dim, "queries"));
-  if (options.recency) ZV_RETURN_IF_ERROR(ValidateRecency(*options.recency));
+  ZV_RETURN_IF_ERROR(ValidateModeOptions(queries.size() / dim, options));
+  if (options.recency) {
+    if (options.mode != SearchMode::kDense) {
+      // Fused ranks carry no similarity to decay; say so rather than apply
+      // it to one side only.
+      return InvalidArgumentError(
+          "recency: time-aware ranking applies to dense searches only (mode "
+          "lexical or hybrid given)");
+    }
+    ZV_RETURN_IF_ERROR(ValidateRecency(*options.recency));
+  }
   return ValidateFilter(options.filter);
 }
 

@@ -100,20 +100,40 @@ class Attached {
     d["tombstones"] = info.tombstones;
     d["generation"] = info.generation;
     d["segment_dir"] = info.segment_dir.string();
+    d["lexical"] = info.lexical;
+    d["lexical_documents"] = info.lexical_documents;
     return d;
   }
 
-  // queries: (nq, dim) float32. Returns per query a list of
-  // (id, score, namespace, timestamp_ms, text, metadata) tuples.
+  // queries: (nq, dim) float32 (lexical: none, (0, dim)); query_texts: one per
+  // query for lexical and hybrid. Returns per query a list of (id, score,
+  // namespace, timestamp_ms, text, metadata, dense_rank, lexical_rank).
   py::list Search(
       py::array_t<float, py::array::c_style | py::array::forcecast> queries,
       int k, std::optional<std::string> ns,
       std::map<std::string, std::string> metadata_equals,
       std::optional<int64_t> min_timestamp_ms,
       std::optional<int64_t> max_timestamp_ms, int ef_search,
-      bool include_documents, int64_t recency_half_life_ms,
+      bool include_documents, const std::string& mode,
+      std::vector<std::string> query_texts, double rrf_k, double dense_weight,
+      double lexical_weight, int depth, int64_t recency_half_life_ms,
       double recency_weight) const {
     index::SearchOptions options;
+    if (mode == "lexical") {
+      options.mode = index::SearchMode::kLexical;
+    } else if (mode == "hybrid") {
+      options.mode = index::SearchMode::kHybrid;
+    } else if (mode != "dense") {
+      throw py::value_error(
+          "mode: expected 'dense', 'lexical' or 'hybrid', "
+          "got '" +
+          mode + "'");
+    }
+    options.query_texts = std::move(query_texts);
+    options.fusion.rrf_k = rrf_k;
+    options.fusion.dense_weight = dense_weight;
+    options.fusion.lexical_weight = lexical_weight;
+    options.fusion.depth = depth;
     options.k = k;
     options.filter.ns = std::move(ns);
     options.filter.metadata_equals = std::move(metadata_equals);
@@ -133,9 +153,9 @@ class Attached {
     for (const auto& hits : results) {
       py::list row;
       for (const auto& h : hits) {
-        row.append(py::make_tuple(h.id, h.score, h.record.ns,
-                                  h.record.timestamp_ms, h.record.text,
-                                  h.record.metadata));
+        row.append(py::make_tuple(
+            h.id, h.score, h.record.ns, h.record.timestamp_ms, h.record.text,
+            h.record.metadata, h.dense_rank, h.lexical_rank));
       }
       out.append(row);
     }
@@ -236,6 +256,10 @@ PYBIND11_MODULE(_attach, m) {
            py::arg("namespace"), py::arg("metadata_equals"),
            py::arg("min_timestamp_ms"), py::arg("max_timestamp_ms"),
            py::arg("ef_search"), py::arg("include_documents"),
+           py::arg("mode") = "dense",
+           py::arg("query_texts") = std::vector<std::string>{},
+           py::arg("rrf_k") = 60.0, py::arg("dense_weight") = 1.0,
+           py::arg("lexical_weight") = 1.0, py::arg("depth") = 0,
            py::arg("recency_half_life_ms") = 0, py::arg("recency_weight") = 0.0)
       .def("row_blocks", &Attached::RowBlocks)
       .def("tombstones", &Attached::Tombstones)

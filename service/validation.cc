@@ -277,8 +277,35 @@ Status ValidateFilter(const zerovec::v1::Filter& filter) {
   return OkStatus();
 }
 
+namespace {
+// Lexical and hybrid searches rank by the query's words: each query needs
+// its text.
+Status CheckMode(zerovec::v1::SearchMode mode,
+                 const std::vector<const zerovec::v1::Query*>& queries,
+                 bool batch) {
+  if (!zerovec::v1::SearchMode_IsValid(mode)) {
+    return InvalidArgumentError("mode: unknown search mode " +
+                                std::to_string(static_cast<int>(mode)));
+  }
+  if (mode != zerovec::v1::SEARCH_MODE_LEXICAL &&
+      mode != zerovec::v1::SEARCH_MODE_HYBRID) {
+    return OkStatus();
+  }
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!queries[i]->has_text()) {
+      return InvalidArgumentError(
+          (batch ? Field("queries", static_cast<int>(i)) : "query") +
+          ".text: lexical and hybrid searches need a text query (a vector "
+          "has no words)");
+    }
+  }
+  return OkStatus();
+}
+}  // namespace
+
 Status ValidateSearch(const zerovec::v1::SearchRequest& req,
                       const Limits& limits) {
+  ZV_RETURN_IF_ERROR(CheckMode(req.mode(), {&req.query()}, false));
   ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
   ZV_RETURN_IF_ERROR(ValidateQuery("query", req.query(), limits));
   ZV_RETURN_IF_ERROR(CheckK(req.k(), limits));
@@ -289,10 +316,13 @@ Status ValidateSearchBatch(const zerovec::v1::SearchBatchRequest& req,
                            const Limits& limits) {
   ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
   ZV_RETURN_IF_ERROR(CheckBatchSize("queries", req.queries_size(), limits));
+  std::vector<const zerovec::v1::Query*> queries;
   for (int i = 0; i < req.queries_size(); ++i) {
     ZV_RETURN_IF_ERROR(
         ValidateQuery(Field("queries", i), req.queries(i), limits));
+    queries.push_back(&req.queries(i));
   }
+  ZV_RETURN_IF_ERROR(CheckMode(req.mode(), queries, true));
   ZV_RETURN_IF_ERROR(CheckK(req.k(), limits));
   return ValidateFilter(req.filter());
 }

@@ -39,6 +39,31 @@ void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_gpu_searches(info.gpu_searches);
   out->set_default_ttl_ms(info.default_ttl_ms);
   out->set_expired_swept(info.expired_swept);
+  out->set_lexical(info.lexical);
+  out->set_lexical_documents(info.lexical_documents);
+}
+
+index::SearchMode ToMode(pb::SearchMode m) {
+  switch (m) {
+    case pb::SEARCH_MODE_LEXICAL:
+      return index::SearchMode::kLexical;
+    case pb::SEARCH_MODE_HYBRID:
+      return index::SearchMode::kHybrid;
+    default:
+      return index::SearchMode::kDense;
+  }
+}
+
+// Unset fields take the documented defaults (zerovec.proto, Fusion).
+index::FusionOptions ToFusion(const pb::Fusion& f) {
+  index::FusionOptions out;
+  if (f.rrf_k() != 0) out.rrf_k = f.rrf_k();
+  if (f.dense_weight() != 0 || f.lexical_weight() != 0) {
+    out.dense_weight = f.dense_weight();
+    out.lexical_weight = f.lexical_weight();
+  }
+  out.depth = f.depth();
+  return out;
 }
 
 index::Filter ToFilter(const pb::Filter& f) {
@@ -56,6 +81,8 @@ void ToProto(const index::Hit& hit, bool include_documents, pb::Hit* out) {
   out->set_score(hit.score);
   out->set_namespace_(hit.record.ns);
   out->set_timestamp_ms(hit.record.timestamp_ms);
+  out->set_dense_rank(hit.dense_rank);
+  out->set_lexical_rank(hit.lexical_rank);
   if (include_documents) {
     out->set_text(hit.record.text);
     out->mutable_metadata()->insert(hit.record.metadata.begin(),
@@ -152,6 +179,7 @@ grpc::Status ZeroVecService::CreateCollection(
     options.metric = ToMetric(req->metric());
     options.index.descriptor = req->index().empty() ? "Flat" : req->index();
     options.default_ttl_ms = req->default_ttl_ms();
+    options.lexical = req->lexical();
     ZV_ASSIGN_OR_RETURN(auto coll, db_->CreateCollection(req->name(), options));
     FillInfo(*coll, resp->mutable_collection());
     return OkStatus();
@@ -348,22 +376,18 @@ StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
 StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
     const std::string& collection, std::span<const pb::Query* const> queries,
     int32_t k, const pb::Filter& filter, bool include_documents,
-    int32_t ef_search, const pb::Recency& recency) {
+    int32_t ef_search, const pb::Recency& recency, pb::SearchMode mode,
+    const pb::Fusion& fusion) {
   ZV_ASSIGN_OR_RETURN(auto coll, Lookup(collection));
   const index::CollectionInfo info = coll->Describe();
   const uint32_t dim = info.dim;
-  for (size_t i = 0; i < queries.size(); ++i) {
-    const std::string field =
-        queries.size() == 1 ? "query" : "queries[" + std::to_string(i) + "]";
-    ZV_RETURN_IF_ERROR(
-        ValidateQueryDim(field, *queries[i], dim, embedder_ != nullptr));
-  }
-  ZV_ASSIGN_OR_RETURN(std::vector<float> vectors, QueryVectors(queries, dim));
   index::SearchOptions options;
   options.k = EffectiveK(k);
   options.filter = ToFilter(filter);
   options.include_documents = include_documents;
   options.ef_search = ef_search;
+  options.mode = ToMode(mode);
+  options.fusion = ToFusion(fusion);
   if (recency.half_life_ms() != 0 || recency.weight() != 0 ||
       recency.now_ms() != 0 || recency.candidates() != 0) {
     // Any field set turns it on, so a weight without a half-life is an
@@ -373,9 +397,29 @@ StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
                                      .now_ms = recency.now_ms(),
                                      .candidates = recency.candidates()};
   }
+  if (options.mode != index::SearchMode::kDense) {
+    // Texts were checked present (ValidateSearch); lexical embeds nothing.
+    for (const pb::Query* q : queries) options.query_texts.push_back(q->text());
+    if (!info.lexical) {
+      return FailedPreconditionError(
+          "mode: collection \"" + collection +
+          "\" has no lexical index (create it with lexical)");
+    }
+    if (options.mode == index::SearchMode::kLexical) {
+      return coll->Search({}, options);
+    }
+  }
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const std::string field =
+        queries.size() == 1 ? "query" : "queries[" + std::to_string(i) + "]";
+    ZV_RETURN_IF_ERROR(
+        ValidateQueryDim(field, *queries[i], dim, embedder_ != nullptr));
+  }
+  ZV_ASSIGN_OR_RETURN(std::vector<float> vectors, QueryVectors(queries, dim));
   // Text queries were embedded above and come back through the host: the
   // GPU search takes host queries (SearchDevice would skip that copy).
-  if (coalescer_ && info.gpu_mirrored && !options.recency) {
+  if (coalescer_ && info.gpu_mirrored && !options.recency &&
+      options.mode == index::SearchMode::kDense) {
     return coalescer_->Search(coll, vectors, queries.size(), options);
   }
   return coll->Search(vectors, options);
@@ -392,7 +436,8 @@ grpc::Status ZeroVecService::Search(grpc::ServerContext* ctx,
       ZV_ASSIGN_OR_RETURN(
           auto results,
           DoSearch(req->collection(), {&query, 1}, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search(), req->recency()));
+                   req->include_documents(), req->ef_search(), req->recency(),
+                   req->mode(), req->fusion()));
       for (const auto& hit : results.at(0)) {
         ToProto(hit, req->include_documents(), resp->add_hits());
       }
@@ -415,7 +460,8 @@ grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
       ZV_ASSIGN_OR_RETURN(
           auto results,
           DoSearch(req->collection(), queries, req->k(), req->filter(),
-                   req->include_documents(), req->ef_search(), req->recency()));
+                   req->include_documents(), req->ef_search(), req->recency(),
+                   req->mode(), req->fusion()));
       for (const auto& hits : results) {
         pb::SearchResponse* out = resp->add_results();
         for (const auto& hit : hits)

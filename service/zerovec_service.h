@@ -106,7 +106,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
       const std::string& collection,
       std::span<const zerovec::v1::Query* const> queries, int32_t k,
       const zerovec::v1::Filter& filter, bool include_documents,
-      int32_t ef_search, const zerovec::v1::Recency& recency);
+      int32_t ef_search, const zerovec::v1::Recency& recency,
+      zerovec::v1::SearchMode mode, const zerovec::v1::Fusion& fusion);
 
   index::Database* db_;
   embed::Embedder* embedder_;

@@ -17,293 +17,13 @@
 #include <random>
 #include <system_error>
 
+#include "base/file.h"
 #include "base/group.h"
+#include "shm/format.h"
 
 namespace zv::shm {
-namespace {
 
 namespace bip = boost::interprocess;
-
-constexpr uint64_t kMagic = 0x3130474553565a5aULL;  // "ZZVSEG01" little-endian
-constexpr uint32_t kHeaderBytes = 4096;
-constexpr uint64_t kPage = 4096;
-
-// Bytes [0, 80) of every extent. Fixed at creation; the checksum covers all
-// fields before it, so a flipped byte or a foreign file is caught before
-// anything is mapped.
-struct FixedHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t header_bytes;
-  uint32_t dim;
-  uint32_t row_stride;
-  uint32_t element_type;
-  uint32_t metric;
-  uint64_t rows_per_extent;    // rows of the largest extents
-  uint64_t first_extent_rows;  // rows of extent 0; doubling up to the above
-  uint64_t extent_index;
-  uint64_t extent_rows;   // this extent's rows: implied by the three above,
-                          // stored so a file's size is checkable on its own
-  uint64_t segment_uuid;  // ties every extent to its segment
-  uint64_t checksum;
-};
-static_assert(sizeof(FixedHeader) == 80);
-
-// Format version 1 (fixed-size extents): still read and appended to in its
-// own format, so existing collections keep working; compaction rewrites them
-// as version 2. Its shared state starts at byte 64.
-struct FixedHeaderV1 {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t header_bytes;
-  uint32_t dim;
-  uint32_t row_stride;
-  uint32_t element_type;
-  uint32_t metric;
-  uint64_t rows_per_extent;
-  uint64_t extent_index;
-  uint64_t segment_uuid;
-  uint64_t checksum;
-};
-static_assert(sizeof(FixedHeaderV1) == 64);
-constexpr uint32_t kOldestReadableVersion = 1;
-
-constexpr size_t SharedStateOffset(uint32_t version) {
-  return version == 1 ? 64 : 128;
-}
-// An empty segment's extent 0 holds about this many bytes of rows.
-constexpr uint64_t kFirstExtentTargetBytes = 256 * 1024;
-
-uint64_t Fnv1a64(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-uint64_t HeaderChecksum(const FixedHeader& h) {
-  return Fnv1a64(&h, offsetof(FixedHeader, checksum));
-}
-uint64_t HeaderChecksum(const FixedHeaderV1& h) {
-  return Fnv1a64(&h, offsetof(FixedHeaderV1, checksum));
-}
-
-// The bytes of `h` as version h.version stores them (checksum computed).
-std::vector<unsigned char> EncodeHeader(FixedHeader h) {
-  std::vector<unsigned char> out;
-  if (h.version == 1) {
-    FixedHeaderV1 v1{h.magic,
-                     h.version,
-                     h.header_bytes,
-                     h.dim,
-                     h.row_stride,
-                     h.element_type,
-                     h.metric,
-                     h.rows_per_extent,
-                     h.extent_index,
-                     h.segment_uuid,
-                     0};
-    v1.checksum = HeaderChecksum(v1);
-    out.resize(sizeof(v1));
-    std::memcpy(out.data(), &v1, sizeof(v1));
-  } else {
-    h.checksum = HeaderChecksum(h);
-    out.resize(sizeof(h));
-    std::memcpy(out.data(), &h, sizeof(h));
-  }
-  return out;
-}
-
-uint32_t RowStrideFor(uint32_t dim) { return (dim + 15u) / 16u * 16u; }
-
-uint64_t RoundUp(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
-
-// Extent geometry, all implied by first_extent_rows and rows_per_extent
-// (validated: 1 <= first <= rows_per_extent <= 2^24, so at most 24 doublings).
-uint64_t GrowthExtents(const SegmentInfo& info) {
-  uint64_t k = 0;
-  while ((info.first_extent_rows << k) < info.rows_per_extent) ++k;
-  return k;
-}
-uint64_t ExtentRows(const SegmentInfo& info, uint64_t index) {
-  return index < GrowthExtents(info) ? info.first_extent_rows << index
-                                     : info.rows_per_extent;
-}
-// First row of extent `index`, i.e. the rows extents [0, index) hold.
-uint64_t ExtentFirstRow(const SegmentInfo& info, uint64_t index) {
-  const uint64_t k = GrowthExtents(info);
-  const uint64_t growth = std::min(index, k);
-  return info.first_extent_rows * ((uint64_t{1} << growth) - 1) +
-         (index - growth) * info.rows_per_extent;
-}
-
-// Default extent 0: the largest power of two of rows within the byte target.
-uint64_t AutoFirstExtentRows(uint32_t row_stride, uint64_t rows_per_extent) {
-  const uint64_t row_bytes = uint64_t{row_stride} * sizeof(float);
-  uint64_t rows = 1;
-  while (rows * 2 * row_bytes <= kFirstExtentTargetBytes) rows *= 2;
-  return std::min(rows, rows_per_extent);
-}
-
-// Where rows, ids and tombstones sit inside one extent file.
-struct ExtentLayout {
-  uint64_t rows;  // rows this extent holds
-  uint64_t rows_offset;
-  uint64_t ids_offset;
-  uint64_t tombstones_offset;
-  uint64_t file_bytes;
-
-  static ExtentLayout For(const SegmentInfo& info, uint64_t rows) {
-    ExtentLayout l;
-    l.rows = rows;
-    l.rows_offset = kHeaderBytes;
-    l.ids_offset = l.rows_offset + rows * info.row_stride * sizeof(float);
-    l.tombstones_offset = l.ids_offset + rows * sizeof(int64_t);
-    l.file_bytes = RoundUp(l.tombstones_offset + RoundUp(rows, 64) / 8, kPage);
-    return l;
-  }
-};
-
-// Decodes the first 80 bytes of an extent (any readable version) into the
-// version 2 fields, checking magic, version and checksum; a version 1 header
-// has first_extent_rows = extent_rows = rows_per_extent.
-StatusOr<FixedHeader> DecodeHeader(const unsigned char* bytes,
-                                   const std::string& file) {
-  FixedHeader h{};
-  std::memcpy(&h, bytes, sizeof(h));
-  if (h.magic != kMagic) {
-    return InvalidArgumentError(file + ": not a ZeroVec segment (bad magic)");
-  }
-  if (h.version < kOldestReadableVersion || h.version > kFormatVersion) {
-    return FailedPreconditionError(
-        file + ": format version " + std::to_string(h.version) +
-        " is not supported (this build reads versions " +
-        std::to_string(kOldestReadableVersion) + " to " +
-        std::to_string(kFormatVersion) + ")");
-  }
-  if (h.version == 1) {
-    FixedHeaderV1 v1{};
-    std::memcpy(&v1, bytes, sizeof(v1));
-    if (HeaderChecksum(v1) != v1.checksum) {
-      return DataLossError(file + ": header checksum mismatch");
-    }
-    h = FixedHeader{v1.magic,
-                    v1.version,
-                    v1.header_bytes,
-                    v1.dim,
-                    v1.row_stride,
-                    v1.element_type,
-                    v1.metric,
-                    v1.rows_per_extent,
-                    v1.rows_per_extent,
-                    v1.extent_index,
-                    v1.rows_per_extent,
-                    v1.segment_uuid,
-                    0};
-  } else if (HeaderChecksum(h) != h.checksum) {
-    return DataLossError(file + ": header checksum mismatch");
-  }
-  return h;
-}
-
-// Range checks of a decoded header.
-Status ValidateFixed(const FixedHeader& h, const std::string& file) {
-  if (h.header_bytes != kHeaderBytes || h.dim == 0 || h.dim > kMaxDim ||
-      h.row_stride != RowStrideFor(h.dim) ||
-      h.element_type != static_cast<uint32_t>(ElementType::kFloat32) ||
-      h.metric > 1 || h.rows_per_extent == 0 ||
-      h.rows_per_extent > kMaxRowsPerExtent || h.first_extent_rows == 0 ||
-      h.first_extent_rows > h.rows_per_extent ||
-      h.extent_index >= kMaxExtents) {
-    return DataLossError(file + ": header fields out of range");
-  }
-  SegmentInfo info;
-  info.rows_per_extent = h.rows_per_extent;
-  info.first_extent_rows = h.first_extent_rows;
-  if (h.extent_rows != ExtentRows(info, h.extent_index)) {
-    return DataLossError(file + ": header says " +
-                         std::to_string(h.extent_rows) + " rows, extent " +
-                         std::to_string(h.extent_index) + " must hold " +
-                         std::to_string(ExtentRows(info, h.extent_index)));
-  }
-  return OkStatus();
-}
-
-SegmentInfo InfoFrom(const FixedHeader& h) {
-  SegmentInfo info;
-  info.dim = h.dim;
-  info.row_stride = h.row_stride;
-  info.metric = static_cast<Metric>(h.metric);
-  info.rows_per_extent = h.rows_per_extent;
-  info.first_extent_rows = h.first_extent_rows;
-  return info;
-}
-
-// Closes a file descriptor on scope exit.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Reads and validates the fixed header of an extent file without mapping it.
-StatusOr<FixedHeader> ReadFixedHeader(const std::filesystem::path& path) {
-  const std::string name = path.filename().string();
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError(errno, path.string());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, path.string());
-  if (!S_ISREG(st.st_mode))
-    return InvalidArgumentError(name + ": not a regular file");
-  if (static_cast<uint64_t>(st.st_size) < kHeaderBytes) {
-    return DataLossError(name + ": truncated (" + std::to_string(st.st_size) +
-                         " bytes, smaller than the 4096-byte header)");
-  }
-  unsigned char bytes[sizeof(FixedHeader)];
-  if (::pread(fd.get(), bytes, sizeof(bytes), 0) !=
-      static_cast<ssize_t>(sizeof(bytes))) {
-    return ErrnoError(errno, path.string());
-  }
-  ZV_ASSIGN_OR_RETURN(const FixedHeader h, DecodeHeader(bytes, name));
-  ZV_RETURN_IF_ERROR(ValidateFixed(h, name));
-  const uint64_t expected =
-      ExtentLayout::For(InfoFrom(h), h.extent_rows).file_bytes;
-  if (static_cast<uint64_t>(st.st_size) != expected) {
-    return DataLossError(name + ": size is " + std::to_string(st.st_size) +
-                         " bytes, the header implies " +
-                         std::to_string(expected) +
-                         " (truncated or foreign file)");
-  }
-  return h;
-}
-
-// Extent `index` must carry extent 0's uuid and geometry: it is mapped with
-// the sizes extent 0 implies, so a mismatch would map past its end.
-Status CheckSameSegment(const FixedHeader& h, const FixedHeader& h0,
-                        uint64_t index, const std::filesystem::path& path) {
-  if (h.segment_uuid != h0.segment_uuid || h.extent_index != index ||
-      h.version != h0.version || h.dim != h0.dim ||
-      h.row_stride != h0.row_stride || h.element_type != h0.element_type ||
-      h.metric != h0.metric || h.rows_per_extent != h0.rows_per_extent ||
-      h.first_extent_rows != h0.first_extent_rows) {
-    return DataLossError(path.filename().string() +
-                         ": belongs to another segment");
-  }
-  return OkStatus();
-}
-
-}  // namespace
 
 // One mapped vectors.NNNNN file.
 class Extent {
@@ -456,9 +176,8 @@ std::vector<RowBlock> SegmentView::Blocks(uint64_t limit) const {
   for (uint64_t i = 0; first < limit; ++i) {
     const Extent& e = extent(i);
     const uint64_t rows = e.layout().rows;
-    blocks.push_back(
-        RowBlock{first, std::min(rows, limit - first), e.rows(), e.ids(),
-                 e.tombstone_words()});
+    blocks.push_back(RowBlock{first, std::min(rows, limit - first), e.rows(),
+                              e.ids(), e.tombstone_words()});
     first += rows;
   }
   return blocks;
@@ -481,12 +200,11 @@ Writer::~Writer() {
 namespace {
 
 // Takes the single-writer lock; the kernel drops it if the writer dies.
-StatusOr<int> LockDir(const std::filesystem::path& dir, mode_t mode) {
+StatusOr<ScopedFd> LockDir(const std::filesystem::path& dir, mode_t mode) {
   const auto path = dir / "LOCK";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError(errno, path.string());
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
+  ScopedFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+  if (!fd.valid()) return ErrnoError(errno, path.string());
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     return FailedPreconditionError(dir.string() +
                                    ": another writer has this segment open");
   }
@@ -499,37 +217,33 @@ StatusOr<int> LockDir(const std::filesystem::path& dir, mode_t mode) {
 Status CreateExtentFile(const std::filesystem::path& dir,
                         const FixedHeader& header, const ExtentLayout& layout,
                         mode_t mode, std::optional<gid_t> gid) {
-  const auto final_path = dir / ExtentFileName(header.extent_index);
-  const auto tmp_path = final_path.string() + ".tmp";
-  ::unlink(tmp_path.c_str());
-  ScopedFd fd(
-      ::open(tmp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-  if (fd.get() < 0) return ErrnoError(errno, tmp_path);
+  const auto path = dir / ExtentFileName(header.extent_index);
+  // Synced whatever SegmentOptions::sync says: an extent renamed into place
+  // whose header a power loss dropped would make the whole segment
+  // unreadable, and extents are few.
+  ZV_ASSIGN_OR_RETURN(
+      AtomicFileWriter file,
+      AtomicFileWriter::Create(path, {.sync = true, .mode = mode}));
   auto fail = [&](int err, const char* what) {
-    ::unlink(tmp_path.c_str());
-    return ErrnoError(err, final_path.filename().string() + ": " + what);
+    return ErrnoError(err, path.filename().string() + ": " + what);
   };
-  if (::fchmod(fd.get(), mode) != 0)
-    return fail(errno, "fchmod");  // umask-proof
-  if (gid && ::fchown(fd.get(), static_cast<uid_t>(-1), *gid) != 0) {
+  if (::fchmod(file.fd(), mode) != 0) return fail(errno, "fchmod");  // umask
+  if (gid && ::fchown(file.fd(), static_cast<uid_t>(-1), *gid) != 0) {
     return fail(errno, "fchown");
   }
   // Real blocks now, so a full disk is an error here rather than SIGBUS on a
   // store.
-  if (int err =
-          ::posix_fallocate(fd.get(), 0, static_cast<off_t>(layout.file_bytes));
+  if (int err = ::posix_fallocate(file.fd(), 0,
+                                  static_cast<off_t>(layout.file_bytes));
       err != 0) {
     return fail(err, "reserving disk space");
   }
   const std::vector<unsigned char> bytes = EncodeHeader(header);
-  if (::pwrite(fd.get(), bytes.data(), bytes.size(), 0) !=
+  if (::pwrite(file.fd(), bytes.data(), bytes.size(), 0) !=
       static_cast<ssize_t>(bytes.size())) {
     return fail(errno, "writing header");
   }
-  if (::fdatasync(fd.get()) != 0) return fail(errno, "fdatasync");
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0)
-    return fail(errno, "rename");
-  return OkStatus();
+  return file.Commit();
 }
 
 }  // namespace
@@ -566,9 +280,8 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(
     ::chmod(dir.c_str(), 0700);
   }
 
-  ZV_ASSIGN_OR_RETURN(int lock_fd, LockDir(dir, file_mode));
+  ZV_ASSIGN_OR_RETURN(ScopedFd lock, LockDir(dir, file_mode));
   if (std::filesystem::exists(dir / ExtentFileName(0))) {
-    ::close(lock_fd);
     return AlreadyExistsError(dir.string() + ": already holds a segment");
   }
 
@@ -591,8 +304,8 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(
       std::random_device{}() * 0x100000000ULL ^ std::random_device{}();
   header.checksum = HeaderChecksum(header);
 
-  std::unique_ptr<Writer> writer(
-      new Writer(dir, InfoFrom(header), lock_fd, options.sync, options.group));
+  std::unique_ptr<Writer> writer(new Writer(
+      dir, InfoFrom(header), lock.release(), options.sync, options.group));
   const ExtentLayout layout =
       ExtentLayout::For(writer->info_, header.extent_rows);
   // Extent 0 carries the shared state; it starts zeroed (fallocate),
@@ -620,9 +333,9 @@ StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::filesystem::path& dir,
       (st.st_mode & 0040)) {
     if (struct group* g = ::getgrgid(st.st_gid)) group = g->gr_name;
   }
-  ZV_ASSIGN_OR_RETURN(int lock_fd, LockDir(dir, group ? 0640 : 0600));
+  ZV_ASSIGN_OR_RETURN(ScopedFd lock, LockDir(dir, group ? 0640 : 0600));
   std::unique_ptr<Writer> writer(
-      new Writer(dir, InfoFrom(header), lock_fd, sync, group));
+      new Writer(dir, InfoFrom(header), lock.release(), sync, group));
   ZV_ASSIGN_OR_RETURN(auto extent0, Extent::Map(dir / ExtentFileName(0), true,
                                                 writer->info_, 0, header));
   writer->extents_.push_back(std::move(extent0));

@@ -20,6 +20,14 @@ Status Attach(const Flags& flags) {
   if (flags.Has("text") && flags.Get("text").empty()) {
     return InvalidArgumentError("--text: empty");
   }
+  ZV_ASSIGN_OR_RETURN(const index::SearchMode mode,
+                      ParseSearchMode(flags.Get("mode", "dense")));
+  ZV_ASSIGN_OR_RETURN(const index::FusionOptions fusion,
+                      ParseFusionFlags(flags));
+  if (mode != index::SearchMode::kDense && !flags.Has("text")) {
+    return InvalidArgumentError("--mode " + flags.Get("mode") +
+                                ": needs --text (a vector has no words)");
+  }
   ZV_ASSIGN_OR_RETURN(const embed::EmbedderOptions device,
                       embed::ParseDevice(flags.Get("device", "auto")));
   auto fail = [](const Status& s) {
@@ -34,7 +42,9 @@ Status Attach(const Flags& flags) {
   const uint32_t dim = (*attached)->Describe().dim;
 
   std::vector<float> query;
-  if (flags.Has("vector-file")) {
+  if (mode == index::SearchMode::kLexical) {
+    // Words only: no model needed.
+  } else if (flags.Has("vector-file")) {
     auto values = ReadVectorFile(flags.Get("vector-file"));
     if (!values.ok()) return fail(values.status());
     query = std::move(values).value();
@@ -65,7 +75,7 @@ Status Attach(const Flags& flags) {
     if (Status s = (*embedder)->EmbedInto({&view, 1}, {&row, 1}); !s.ok())
       return fail(s);
   }
-  if (query.size() != dim) {
+  if (mode != index::SearchMode::kLexical && query.size() != dim) {
     return FailedPreconditionError("--vector-file: expected " +
                                    std::to_string(dim) + " values, got " +
                                    std::to_string(query.size()));
@@ -78,6 +88,11 @@ Status Attach(const Flags& flags) {
   auto recency = RecencyFromFlags(flags);
   if (!recency.ok()) return recency.status();  // a usage error
   options.recency = *recency;
+  options.mode = mode;
+  options.fusion = fusion;
+  if (mode != index::SearchMode::kDense) {
+    options.query_texts = {flags.Get("text")};
+  }
   auto results = (*attached)->Search(query, options);
   if (!results.ok()) return fail(results.status());
   std::vector<OutputHit> hits;
@@ -86,7 +101,10 @@ Status Attach(const Flags& flags) {
                     h.score,
                     h.record.ns,
                     h.record.text,
-                    {h.record.metadata.begin(), h.record.metadata.end()}});
+                    {h.record.metadata.begin(), h.record.metadata.end()},
+                    mode != index::SearchMode::kDense,
+                    h.dense_rank,
+                    h.lexical_rank});
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();
 }
@@ -97,7 +115,8 @@ int RunAttach(const std::vector<std::string>& args) {
   auto flags = Flags::Parse(
       args,
       {"data", "collection", "text", "vector-file", "k", "namespace", "model",
-       "device", "recency-half-life-ms", "recency-weight"},
+       "device", "recency-half-life-ms", "recency-weight", "mode", "rrf-k",
+       "dense-weight", "lexical-weight"},
       {"json", "quiet"});
   if (!flags.ok()) return Fail("attach", flags.status(), true);
   Status s = Attach(*flags);

@@ -77,6 +77,7 @@ struct BuildPlan {
   bool vector_file = false;
   std::string model = "none";
   bool chunk_long = false;
+  bool lexical = false;  // --lexical: a lexical index (fixed at creation)
 };
 
 StatusOr<BuildPlan> PlanBuild(const Flags& flags,
@@ -114,6 +115,7 @@ StatusOr<BuildPlan> PlanBuild(const Flags& flags,
     if (p.model.empty()) p.model = "none";
   }
   p.chunk_long = flags.Has("chunk-long-texts");
+  p.lexical = flags.Has("lexical");
   if (p.chunk_long && (p.vector_file || p.model == "none")) {
     return InvalidArgumentError(
         "--chunk-long-texts: only for texts the model embeds (not with "
@@ -181,6 +183,11 @@ StatusOr<std::shared_ptr<index::Collection>> OpenOrCreateCollection(
     index::Database& db, const std::string& name, const BuildPlan& p,
     uint32_t dim, bool more, const embed::Embedder* embedder) {
   if (auto existing = db.GetCollection(name); existing.ok()) {
+    if (p.lexical && !(*existing)->Describe().lexical) {
+      return FailedPreconditionError(
+          "--lexical: collection " + name +
+          " was created without a lexical index (fixed at creation)");
+    }
     const uint32_t have = (*existing)->Describe().dim;
     if (have != dim) {
       return FailedPreconditionError(
@@ -194,6 +201,7 @@ StatusOr<std::shared_ptr<index::Collection>> OpenOrCreateCollection(
   index::CollectionOptions options;
   options.dim = dim;
   options.index.descriptor = p.descriptor;
+  options.lexical = p.lexical;
   auto created = db.CreateCollection(name, options);
   if (!created.ok()) return NotUsage(created.status());
   return *created;
@@ -324,7 +332,7 @@ int RunBuild(const std::vector<std::string>& args) {
       Flags::Parse(args,
                    {"data", "collection", "input", "model", "index", "batch",
                     "format", "device", "ids", "inflight", "group", "threads"},
-                   {"chunk-long-texts"});
+                   {"chunk-long-texts", "lexical"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;

@@ -206,6 +206,25 @@ sys.exit(0 if stub.Delete(pb.DeleteRequest(collection=coll, ids=ids)).deleted ==
 PY
 }
 
+# Hybrid search: a collection built with --lexical, searched in each mode.
+"$ZEROVEC" build --data hdata --collection lex --input corpus.jsonl --model model --lexical >out 2>err
+check "build --lexical" 0 $?
+"$ZEROVEC" attach --data hdata --collection lex --text "dogs" --mode lexical --json --model none >out 2>err
+check "attach --mode lexical (no model)" 0 $?
+contains "lexical finds the stemmed word" out '"id":"cat","lexical_rank":1'
+"$ZEROVEC" attach --data hdata --collection lex --text "blue water" --mode hybrid -k 2 --model model --quiet >out 2>err
+check "attach --mode hybrid" 0 $?
+contains "hybrid table shows both ranks" out "dense lex"
+head -2 out | tail -1 >first
+contains "hybrid top hit" first "fire"
+"$ZEROVEC" attach --data data --collection docs --text "dogs" --mode lexical 2>err
+check "lexical search of a collection built without --lexical" 1 $?
+contains "names the missing index" err "no lexical index"
+"$ZEROVEC" attach --data hdata --collection lex --vector-file short.vec --mode hybrid 2>err
+check "hybrid with a vector query" 2 $?
+"$ZEROVEC" query --server 127.0.0.1:1 --collection lex --text x --mode fuzzy 2>err
+check "query --mode unknown" 2 $?
+
 # serve + query (table and JSON) + attach with the same answers.
 "$ZEROVEC" serve --data data --model model --listen 127.0.0.1:0 --port-file port 2>serve.log &
 SERVER_PID=$!

@@ -262,6 +262,25 @@ std::string OneLine(const std::string& s, size_t max_chars) {
 }
 }  // namespace
 
+StatusOr<index::SearchMode> ParseSearchMode(const std::string& mode) {
+  if (mode == "dense") return index::SearchMode::kDense;
+  if (mode == "lexical") return index::SearchMode::kLexical;
+  if (mode == "hybrid") return index::SearchMode::kHybrid;
+  return InvalidArgumentError(
+      "--mode: expected dense, lexical or hybrid, got \"" + mode + "\"");
+}
+
+StatusOr<index::FusionOptions> ParseFusionFlags(const Flags& flags) {
+  index::FusionOptions f;
+  ZV_ASSIGN_OR_RETURN(f.rrf_k, flags.GetDouble("rrf-k", f.rrf_k, 1e-6, 1e9));
+  ZV_ASSIGN_OR_RETURN(f.dense_weight,
+                      flags.GetDouble("dense-weight", f.dense_weight, 0, 1e6));
+  ZV_ASSIGN_OR_RETURN(
+      f.lexical_weight,
+      flags.GetDouble("lexical-weight", f.lexical_weight, 0, 1e6));
+  return f;
+}
+
 void PrintHits(const std::vector<OutputHit>& hits, bool json,
                std::ostream& out) {
   if (json) {
@@ -272,6 +291,10 @@ void PrintHits(const std::vector<OutputHit>& hits, bool json,
                             {"namespace", h.ns},
                             {"text", h.text}};
       if (!h.metadata.empty()) hit["metadata"] = h.metadata;
+      if (h.show_ranks) {
+        hit["dense_rank"] = h.dense_rank;
+        hit["lexical_rank"] = h.lexical_rank;
+      }
       doc["hits"].push_back(std::move(hit));
     }
     out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -283,16 +306,23 @@ void PrintHits(const std::vector<OutputHit>& hits, bool json,
     id_width = std::max(id_width, std::min<size_t>(h.id.size(), 40));
     ns_width = std::max(ns_width, std::min<size_t>(h.ns.size(), 20));
   }
-  out << std::left << std::setw(5) << "rank" << std::setw(11) << "score"
-      << std::setw(id_width + 2) << "id" << std::setw(ns_width + 2)
+  const bool ranks = !hits.empty() && hits[0].show_ranks;
+  out << std::left << std::setw(5) << "rank" << std::setw(11) << "score";
+  if (ranks) out << std::setw(6) << "dense" << std::setw(5) << "lex";
+  out << std::setw(id_width + 2) << "id" << std::setw(ns_width + 2)
       << "namespace"
       << "text\n";
   for (size_t i = 0; i < hits.size(); ++i) {
     const auto& h = hits[i];
     std::ostringstream score;
     score << std::fixed << std::setprecision(4) << h.score;
-    out << std::left << std::setw(5) << (i + 1) << std::setw(11) << score.str()
-        << std::setw(id_width + 2) << OneLine(h.id, 40)
+    out << std::left << std::setw(5) << (i + 1) << std::setw(11) << score.str();
+    if (ranks) {
+      auto rank = [](uint32_t r) { return r ? std::to_string(r) : "-"; };
+      out << std::setw(6) << rank(h.dense_rank) << std::setw(5)
+          << rank(h.lexical_rank);
+    }
+    out << std::setw(id_width + 2) << OneLine(h.id, 40)
         << std::setw(ns_width + 2) << OneLine(h.ns, 20) << OneLine(h.text, 100)
         << "\n";
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/collection.h"
 
 namespace zv::tools {
 
@@ -91,7 +92,17 @@ struct OutputHit {
   std::string ns;
   std::string text;
   std::map<std::string, std::string> metadata;
+  // Lexical or hybrid searches: the hit's dense and lexical ranks (0: not in
+  // that ranking), shown as columns / JSON fields.
+  bool show_ranks = false;
+  uint32_t dense_rank = 0, lexical_rank = 0;
 };
+
+// --mode dense|lexical|hybrid (default dense).
+StatusOr<index::SearchMode> ParseSearchMode(const std::string& mode);
+// --rrf-k, --dense-weight, --lexical-weight (defaults as in index::
+// FusionOptions).
+StatusOr<index::FusionOptions> ParseFusionFlags(const Flags& flags);
 
 // A table (rank, score, id, namespace, text) or, with json, {"hits":[...]}
 // (metadata too, where a hit has any).

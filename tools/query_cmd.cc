@@ -26,6 +26,14 @@ Status Query(const Flags& flags) {
   if (flags.Has("text") == flags.Has("vector-file")) {
     return InvalidArgumentError("give exactly one of --text or --vector-file");
   }
+  ZV_ASSIGN_OR_RETURN(const index::SearchMode mode,
+                      ParseSearchMode(flags.Get("mode", "dense")));
+  ZV_ASSIGN_OR_RETURN(const index::FusionOptions fusion,
+                      ParseFusionFlags(flags));
+  if (mode != index::SearchMode::kDense && !flags.Has("text")) {
+    return InvalidArgumentError("--mode " + flags.Get("mode") +
+                                ": needs --text (a vector has no words)");
+  }
   zerovec::v1::SearchRequest req;
   req.set_collection(collection);
   req.set_k(static_cast<int32_t>(k));
@@ -35,6 +43,13 @@ Status Query(const Flags& flags) {
     req.mutable_recency()->set_half_life_ms(recency->half_life_ms);
     req.mutable_recency()->set_weight(recency->weight);
   }
+  req.set_mode(
+      mode == index::SearchMode::kLexical  ? zerovec::v1::SEARCH_MODE_LEXICAL
+      : mode == index::SearchMode::kHybrid ? zerovec::v1::SEARCH_MODE_HYBRID
+                                           : zerovec::v1::SEARCH_MODE_DENSE);
+  req.mutable_fusion()->set_rrf_k(fusion.rrf_k);
+  req.mutable_fusion()->set_dense_weight(fusion.dense_weight);
+  req.mutable_fusion()->set_lexical_weight(fusion.lexical_weight);
   if (flags.Has("namespace"))
     req.mutable_filter()->set_namespace_(flags.Get("namespace"));
   if (flags.Has("text")) {
@@ -66,7 +81,10 @@ Status Query(const Flags& flags) {
                     h.score(),
                     h.namespace_(),
                     h.text(),
-                    {h.metadata().begin(), h.metadata().end()}});
+                    {h.metadata().begin(), h.metadata().end()},
+                    mode != index::SearchMode::kDense,
+                    h.dense_rank(),
+                    h.lexical_rank()});
   }
   PrintHits(hits, flags.Has("json"), std::cout);
   return OkStatus();
@@ -90,12 +108,12 @@ StatusOr<std::optional<index::Recency>> RecencyFromFlags(const Flags& flags) {
 }
 
 int RunQuery(const std::vector<std::string>& args) {
-  auto flags =
-      Flags::Parse(args,
-                   {"server", "collection", "text", "vector-file", "k",
-                    "namespace", "auth-token-file", "timeout-s", "ef-search",
-                    "recency-half-life-ms", "recency-weight"},
-                   {"json"});
+  auto flags = Flags::Parse(
+      args,
+      {"server", "collection", "text", "vector-file", "k", "namespace",
+       "auth-token-file", "timeout-s", "ef-search", "recency-half-life-ms",
+       "recency-weight", "mode", "rrf-k", "dense-weight", "lexical-weight"},
+      {"json"});
   if (!flags.ok()) return Fail("query", flags.status(), true);
   Status s = Query(*flags);
   if (!s.ok()) return Fail("query", s, IsUsageError(s));

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
+#include "base/file.h"
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/server.h"
@@ -162,10 +162,11 @@ int RunServe(const std::vector<std::string>& args) {
   if (!server.ok()) return Fail("serve", server.status(), false);
   const int port = (*server)->port();
   if (!port_file.empty()) {
-    // Written via rename so a watcher never reads a half-written file.
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::filesystem::rename(tmp, port_file);
+    // Not synced: a port is stale after a reboot anyway; the rename alone
+    // keeps a watcher from reading half a file.
+    const Status written = WriteFileAtomically(
+        port_file, std::to_string(port) + "\n", {.sync = false});
+    if (!written.ok()) return Fail("serve", written, false);
   }
   std::cerr << "zerovec serve: listening on port " << port << " ("
             << options.listen << "), data " << options.data_dir.string()

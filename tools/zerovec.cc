@@ -20,7 +20,7 @@ constexpr Command kCommands[] = {
      R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
-          [--inflight N] [--threads N] [--chunk-long-texts]
+          [--inflight N] [--threads N] [--chunk-long-texts] [--lexical]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -36,6 +36,10 @@ constexpr Command kCommands[] = {
           of the window shared: rows ID#0, ID#1, ... with the text's metadata
           plus source_id (ID) and chunk (0, 1, ...).
           --group NAME: share the data dir with a Unix group (files 0640).
+          --lexical: a new collection also keeps a lexical (Xapian BM25,
+          English-stemmed) index of the texts, for query/attach --mode
+          lexical|hybrid. Off by default: it slows ingest and takes disk, and
+          vector-only corpora have no text. Fixed at creation.
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
@@ -67,18 +71,27 @@ constexpr Command kCommands[] = {
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--ef-search N] [--json] [--auth-token-file F]
-          [--timeout-s N] [--recency-half-life-ms N [--recency-weight W]]
-          Searches through a server.
-          --recency-half-life-ms N: time-aware ranking; the best candidates
-          by similarity are re-scored by 0.5^(age / N) (age from the item's
-          timestamp_ms): similarity x that, or with --recency-weight W > 0
-          similarity + W x that.
+          [--timeout-s N] [--mode dense|lexical|hybrid] [--rrf-k F]
+          [--dense-weight F] [--lexical-weight F]
+          [--recency-half-life-ms N [--recency-weight W]]
+          Searches through a server. --mode lexical (BM25 over the texts) and
+          hybrid (dense and lexical fused by reciprocal rank: score = dense-
+          weight/(rrf-k + dense rank) + lexical-weight/(rrf-k + lexical rank),
+          defaults 1, 1, 60) need --text and a collection built with
+          --lexical; their hits show both ranks.
+          --recency-half-life-ms N (dense mode): time-aware ranking; the best
+          candidates by similarity are re-scored by 0.5^(age / N) (age from
+          the item's timestamp_ms): similarity x that, or with
+          --recency-weight W > 0 similarity + W x that.
 )"},
     {"attach", zv::tools::RunAttach,
      R"(--data DIR --collection NAME (--text T | --vector-file F) [-k N]
           [--namespace NS] [--json] [--model DIR] [--device auto|cpu|cuda[:N]]
-          [--quiet] [--recency-half-life-ms N [--recency-weight W]]
+          [--quiet] [--mode dense|lexical|hybrid] [--rrf-k F]
+          [--dense-weight F] [--lexical-weight F]
+          [--recency-half-life-ms N [--recency-weight W]]
           Searches the segment a server writes, from this process (no gRPC).
+          --mode and --recency-* as for query; lexical needs no model.
           Expired items are hidden by the same clock rule as the server's.
 )"},
     {"compact", zv::tools::RunCompact,

@@ -264,6 +264,28 @@ class AttachTest(unittest.TestCase):
             col.search(np.ones(3), k=1)
         self.assertIn("dim 256", str(e.exception))
 
+    def test_lexical_and_hybrid_in_process_match_the_server(self):
+        docs = {"t1": "Ticket KX-7731: login fails after the password reset",
+                "t2": "Ticket KX-7732: login page is slow on mobile",
+                "n1": "Notes from the design review of the new logo"}
+        self.client.create_collection("memos", lexical=True)
+        self.client.upsert("memos", list(docs), texts=list(docs.values()),
+                           namespaces=["a", "b", "a"])
+        col = zerovec.attach(self.server.data_dir, "memos")
+        self.assertTrue(col.describe()["lexical"])
+        for mode in ("lexical", "hybrid"):
+            local = col.search("KX-7731", k=3, mode=mode)
+            remote = self.client.search("memos", text="KX-7731", k=3, mode=mode)
+            self.assertEqual([h.id for h in local], [h.id for h in remote])
+            self.assertEqual(local[0].id, "t1")
+            self.assertEqual(local[0].lexical_rank, 1)
+            self.assertAlmostEqual(local[0].score, remote[0].score, places=4)
+        self.assertEqual([h.id for h in col.search("login", k=3, mode="lexical",
+                                                   filter={"namespace": "b"})],
+                         ["t2"])
+        with self.assertRaises(ValueError):
+            col.search(np.ones(256), k=1, mode="hybrid")
+
     def test_gil_released_while_embedding(self):
         self.client.create_collection("gil", dim=DIM)
         col = zerovec.attach(self.server.data_dir, "gil", model=os.environ["ZEROVEC_MODEL"])

@@ -76,6 +76,39 @@ class ClientTest(unittest.TestCase):
         c.drop_collection("text_docs")
         self.assertNotIn("text_docs", [i.name for i in c.list_collections()])
 
+    def test_lexical_and_hybrid_modes(self):
+        c = self.client
+        info = c.create_collection("memory", lexical=True)
+        self.assertTrue(info.lexical)
+        c.upsert("memory", ["m1", "m2", "m3"],
+                 texts=["Order QZ-90417 shipped late from the warehouse",
+                        "The user prefers green tea in the morning",
+                        "Order QZ-90418 arrived on time"],
+                 namespaces=["agent-a", "agent-a", "agent-b"])
+        self.assertEqual(c.describe("memory").lexical_documents, 3)
+        hits = c.search("memory", text="QZ-90417", k=2, mode="lexical")
+        self.assertEqual([h.id for h in hits], ["m1"])
+        self.assertEqual((hits[0].dense_rank, hits[0].lexical_rank), (0, 1))
+        hits = c.search("memory", text="what happened to order QZ-90417", k=3,
+                        mode="hybrid", fusion=zerovec.Fusion(rrf_k=10))
+        m1 = next(h for h in hits[:2] if h.id == "m1")  # may tie with m3
+        self.assertEqual(m1.lexical_rank, 1)
+        self.assertGreater(m1.dense_rank, 0)
+        self.assertAlmostEqual(m1.score, 1 / (10 + m1.dense_rank) + 1 / 11, places=5)
+        hits = c.search("memory", text="order", k=3, mode="hybrid",
+                        filter={"namespace": "agent-b"})
+        self.assertEqual([h.id for h in hits], ["m3"])
+        batch = c.search_batch("memory", texts=["tea", "warehouse"], k=1, mode="lexical")
+        self.assertEqual([[h.id for h in r] for r in batch], [["m2"], ["m1"]])
+        with self.assertRaises(zerovec.InvalidArgumentError) as e:
+            c.search("memory", vector=np.ones(256), mode="lexical")
+        self.assertIn("query.text", str(e.exception))
+        c.create_collection("no_lexical")
+        with self.assertRaises(zerovec.FailedPreconditionError):
+            c.search("no_lexical", text="tea", mode="hybrid")
+        with self.assertRaises(ValueError):
+            c.search("memory", text="tea", mode="fuzzy")
+
     def test_vectors_numpy_in_and_out(self):
         c = self.client
         c.create_collection("vec_l2", dim=8, metric="l2")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from zerovec.errors import *  # noqa: F401,F403
 from zerovec.errors import ZeroVecError, error_for  # noqa: F401
-from zerovec.types import CollectionInfo, Filter, Hit, Item, Recency  # noqa: F401
+from zerovec.types import CollectionInfo, Filter, Fusion, Hit, Item, Recency  # noqa: F401
 
 if TYPE_CHECKING:  # for type checkers; at run time loaded on first use below
     from zerovec.attached import AttachedCollection, attach, resolve_model
@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # for type checkers; at run time loaded on first use below
 
 __all__ = [  # noqa: F405 (the error classes come from zerovec.errors)
     "Client", "attach", "AttachedCollection", "resolve_model",
-    "CollectionInfo", "Filter", "Hit", "Item", "Recency", "ZeroVecError",
-    "error_for",
+    "CollectionInfo", "Filter", "Fusion", "Hit", "Item", "Recency",
+    "ZeroVecError", "error_for",
     "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "FailedPreconditionError", "ResourceExhaustedError", "UnauthenticatedError",
     "PermissionDeniedError", "UnavailableError", "DeadlineExceededError",

@@ -27,7 +27,7 @@ except ImportError as e:  # the client works without it; attach does not
         "zerovec.attach needs the compiled extension zerovec._attach: build it "
         "(bazel build //python:zerovec/_attach.so) before pip install ./python, "
         f"or use a bundle's python/ folder ({e})") from e
-from zerovec.types import Filter, Hit, Recency
+from zerovec.types import Filter, Fusion, Hit, Recency
 
 MODEL_ENV = "ZEROVEC_MODEL"
 _BUNDLED = os.path.join("models", "zerovec-mini")
@@ -103,13 +103,23 @@ class AttachedCollection:
         return self.embedder().embed(list(texts))
 
     def search(self, query: Union[str, Any], k: int = 10, filter: Any = None,
-               ef_search: int = 0,
-               include_documents: bool = True,
+               ef_search: int = 0, include_documents: bool = True,
+               mode: str = "dense", fusion: Any = None,
                recency: Any = None) -> Union[List[Hit], List[List[Hit]]]:
         """The k nearest items to query: a text, a (dim,) vector, or (n, dim)
-        vectors (then one list of hits per row). Best first."""
+        vectors (then one list of hits per row). Best first. mode "lexical"
+        (BM25, no model needed) and "hybrid" (reciprocal-rank fusion, weighted
+        by fusion: a Fusion or dict) need a text query and a lexical
+        collection, as Client.search."""
         single = True
-        if isinstance(query, str):
+        texts = []
+        if mode != "dense":
+            if not isinstance(query, str):
+                raise ValueError(f"mode={mode!r}: needs a text query (a vector has no words)")
+            texts = [query]
+        if mode == "lexical":
+            queries = np.zeros((0, self.dim), dtype=np.float32)
+        elif isinstance(query, str):
             queries = self.embed([query])
         else:
             queries = np.ascontiguousarray(query, dtype=np.float32)
@@ -121,11 +131,13 @@ class AttachedCollection:
                 raise ValueError(f"query: expected a text, (dim,) or (n, dim), "
                                  f"got shape {queries.shape}")
         f = Filter.of(filter)
+        fu = Fusion.of(fusion)
         r = Recency.of(recency)
         results = self._impl.search(queries, k, f.namespace, dict(f.metadata),
                                     f.min_timestamp_ms, f.max_timestamp_ms,
-                                    ef_search, include_documents,
-                                    r.half_life_ms if r else 0,
+                                    ef_search, include_documents, mode, texts,
+                                    fu.rrf_k, fu.dense_weight, fu.lexical_weight,
+                                    fu.depth, r.half_life_ms if r else 0,
                                     r.weight if r else 0.0)
         hits = [[Hit(*h) for h in row] for row in results]
         return hits[0] if single else hits

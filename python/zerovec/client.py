@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 
 from zerovec.errors import ZeroVecError, error_for
-from zerovec.types import CollectionInfo, Filter, Hit, Item, Recency
+from zerovec.types import CollectionInfo, Filter, Fusion, Hit, Item, Recency
 from zerovec.v1 import zerovec_pb2 as pb
 from zerovec.v1 import zerovec_pb2_grpc as pb_grpc
 
@@ -21,6 +21,8 @@ ArrayLike = Any  # anything np.asarray takes: ndarray, list of floats, ...
 FilterLike = Union[Filter, Mapping[str, Any], None]
 
 _METRICS = {"ip": pb.METRIC_INNER_PRODUCT, "l2": pb.METRIC_L2}
+_MODES = {"dense": pb.SEARCH_MODE_DENSE, "lexical": pb.SEARCH_MODE_LEXICAL,
+          "hybrid": pb.SEARCH_MODE_HYBRID}
 _METRIC_NAMES = {pb.METRIC_INNER_PRODUCT: "ip", pb.METRIC_L2: "l2",
                  pb.METRIC_UNSPECIFIED: "ip"}
 
@@ -57,7 +59,20 @@ def _filter_pb(value):
 
 def _hit(h):
     return Hit(id=h.id, score=h.score, namespace=h.namespace,
-               timestamp_ms=h.timestamp_ms, text=h.text, metadata=dict(h.metadata))
+               timestamp_ms=h.timestamp_ms, text=h.text, metadata=dict(h.metadata),
+               dense_rank=h.dense_rank, lexical_rank=h.lexical_rank)
+
+
+def _mode_pb(mode):
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected 'dense', 'lexical' or 'hybrid', got {mode!r}")
+    return _MODES[mode]
+
+
+def _fusion_pb(value):
+    f = Fusion.of(value)
+    return pb.Fusion(rrf_k=f.rrf_k, dense_weight=f.dense_weight,
+                     lexical_weight=f.lexical_weight, depth=f.depth)
 
 
 def _info(c):
@@ -66,7 +81,8 @@ def _info(c):
                           tombstones=c.tombstones, generation=c.generation,
                           model_max_length=c.model_max_length,
                           default_ttl_ms=c.default_ttl_ms,
-                          expired_swept=c.expired_swept)
+                          expired_swept=c.expired_swept,
+                          lexical=c.lexical, lexical_documents=c.lexical_documents)
 
 
 def _recency_pb(value):
@@ -117,16 +133,18 @@ class Client:
 
     @_rpc
     def create_collection(self, name: str, dim: int = 0, metric: str = "ip",
-                          index: str = "Flat",
+                          index: str = "Flat", lexical: bool = False,
                           default_ttl_ms: int = 0) -> CollectionInfo:
-        """dim 0: the server model's dimension. metric "ip" or "l2".
-        default_ttl_ms: items upserted without expires_at expire this long
-        after their upsert (0: never)."""
+        """dim 0: the server model's dimension. metric "ip" or "l2". lexical:
+        also keep a BM25 index of the texts, for mode="lexical" / "hybrid"
+        searches (off by default: it slows ingest). default_ttl_ms: items
+        upserted without expires_at expire this long after their upsert (0:
+        never)."""
         if metric not in _METRICS:
             raise ValueError(f"metric: expected 'ip' or 'l2', got {metric!r}")
         r = self._call("CreateCollection", pb.CreateCollectionRequest(
             name=name, dim=dim, metric=_METRICS[metric], index=index,
-            default_ttl_ms=default_ttl_ms))
+            lexical=lexical, default_ttl_ms=default_ttl_ms))
         return _info(r.collection)
 
     @_rpc
@@ -223,22 +241,26 @@ class Client:
     def search(self, collection: str, text: Optional[str] = None,
                vector: Optional[ArrayLike] = None, k: int = 10,
                filter: FilterLike = None, ef_search: int = 0,
-               include_documents: bool = True,
-               recency: Any = None) -> List[Hit]:
+               include_documents: bool = True, mode: str = "dense",
+               fusion: Any = None, recency: Any = None) -> List[Hit]:
         """The k nearest items to one query (a text or a vector), best first.
-        recency: a Recency (or its dict, or a half-life in ms) for
-        time-aware ranking."""
+        mode "lexical" (BM25) and "hybrid" (dense + lexical by reciprocal rank,
+        weighted by fusion: a Fusion or dict) need text= and a collection
+        created with lexical=True. recency: a Recency (or its dict, or a
+        half-life in ms) for time-aware ranking (dense mode)."""
         r = self._call("Search", pb.SearchRequest(
             collection=collection, query=self._query(text, vector), k=k,
             filter=_filter_pb(filter), include_documents=include_documents,
-            ef_search=ef_search, recency=_recency_pb(recency)))
+            ef_search=ef_search, mode=_mode_pb(mode), fusion=_fusion_pb(fusion),
+            recency=_recency_pb(recency)))
         return [_hit(h) for h in r.hits]
 
     @_rpc
     def search_batch(self, collection: str, texts: Optional[Sequence[str]] = None,
                      vectors: Optional[ArrayLike] = None, k: int = 10,
                      filter: FilterLike = None, ef_search: int = 0,
-                     include_documents: bool = True,
+                     include_documents: bool = True, mode: str = "dense",
+                     fusion: Any = None,
                      recency: Any = None) -> List[List[Hit]]:
         """Several queries in one call: texts, or vectors as (n, dim)."""
         if (texts is None) == (vectors is None):
@@ -251,7 +273,8 @@ class Client:
         r = self._call("SearchBatch", pb.SearchBatchRequest(
             collection=collection, queries=queries, k=k,
             filter=_filter_pb(filter), include_documents=include_documents,
-            ef_search=ef_search, recency=_recency_pb(recency)))
+            ef_search=ef_search, mode=_mode_pb(mode), fusion=_fusion_pb(fusion),
+            recency=_recency_pb(recency)))
         return [[_hit(h) for h in res.hits] for res in r.results]
 
     @_rpc

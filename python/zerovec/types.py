@@ -64,6 +64,33 @@ class Hit:
     timestamp_ms: int = 0
     text: str = ""
     metadata: Dict[str, str] = field(default_factory=dict)
+    # Rank (from 1) in the dense and the lexical ranking; 0: not in it.
+    # mode="lexical": score is the BM25 weight; "hybrid": the fused RRF score.
+    dense_rank: int = 0
+    lexical_rank: int = 0
+
+
+@dataclass
+class Fusion:
+    """Reciprocal-rank fusion for mode="hybrid": an item scores
+    dense_weight / (rrf_k + dense_rank) + lexical_weight / (rrf_k + lexical_rank),
+    each term only where it is in that ranking's top `depth` (0: max(k, 100))."""
+
+    rrf_k: float = 60.0
+    dense_weight: float = 1.0
+    lexical_weight: float = 1.0
+    depth: int = 0
+
+    @staticmethod
+    def of(value):
+        """A Fusion from None, a Fusion, or a dict of its fields."""
+        if value is None:
+            return Fusion()
+        if isinstance(value, Fusion):
+            return value
+        if isinstance(value, dict):
+            return Fusion(**value)
+        raise TypeError(f"fusion: expected a Fusion or dict, got {type(value).__name__}")
 
 
 @dataclass
@@ -92,3 +119,5 @@ class CollectionInfo:
     model_max_length: int = 0
     default_ttl_ms: int = 0  # items without expires_at expire this long after
     expired_swept: int = 0  # expired items the server's sweep deleted
+    lexical: bool = False  # has a lexical index (create_collection(lexical=True))
+    lexical_documents: int = 0
