@@ -161,9 +161,11 @@ class CollectionImpl : public Collection {
                         const std::vector<uint64_t>& replaced);
   Status CheckAlive() const;
   // Compaction (compaction.cc): copies the live rows of `old` into `next`
-  // and their metadata into `batch` (written by the caller: the commit point).
+  // and their metadata into `batch` (written by the caller: the commit point);
+  // the ids of expired rows it drops go to `expired_ids`.
   Status CopyLiveRows(const Generation& old, Generation* next,
-                      MetaStore::Batch* batch);
+                      MetaStore::Batch* batch,
+                      std::vector<std::string>* expired_ids);
   // The expiry an item upserted now gets when it names none: now plus the
   // default TTL, or 0 (never) without one.
   int64_t DefaultExpiry() const {

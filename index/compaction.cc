@@ -14,7 +14,8 @@ namespace zv::index {
 // No lock needed: only this writer thread mutates the old generation, and
 // its rows below `committed` are immutable.
 Status CollectionImpl::CopyLiveRows(const Generation& old, Generation* next,
-                                    MetaStore::Batch* batch) {
+                                    MetaStore::Batch* batch,
+                                    std::vector<std::string>* expired_ids) {
   const std::string& name = meta_.name;
   const shm::Writer& ow = *old.writer;
   shm::Writer& nw = *next->writer;
@@ -24,14 +25,13 @@ Status CollectionImpl::CopyLiveRows(const Generation& old, Generation* next,
   // Expired rows the sweep has not reached yet are dropped here too, with
   // their ids.
   const int64_t now = NowMs();
-  std::vector<std::string> expired_ids;
   for (uint64_t row = 0; row < committed;) {
     std::vector<uint64_t> live;
     for (; row < committed && live.size() < kChunk; ++row) {
       if (ow.IsTombstoned(row) || !old.attrs.present(row)) continue;
       if (IsExpired(old.attrs.expires(row), now)) {
-        expired_ids.emplace_back(old.attrs.id(row));
-        batch->DeleteId(name, expired_ids.back());
+        expired_ids->emplace_back(old.attrs.id(row));
+        batch->DeleteId(name, expired_ids->back());
         continue;
       }
       live.push_back(row);
@@ -83,7 +83,8 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
   nw.SetGeneration(next->number);
 
   auto batch = store_->NewBatch();
-  ZV_RETURN_IF_ERROR(CopyLiveRows(old, next.get(), &batch));
+  std::vector<std::string> expired_ids;
+  ZV_RETURN_IF_ERROR(CopyLiveRows(old, next.get(), &batch, &expired_ids));
   ZV_RETURN_IF_ERROR(nw.Sync());
   // IVF-PQ is built before the switch, so searches never see it half-built;
   // HNSW starts with no pieces (every row in the exact tail) and its builder
