@@ -136,35 +136,35 @@ class ClientTest(unittest.TestCase):
     def test_agent_memory_ttl_touch_and_recency(self):
         import time
         c = self.client
-        info = c.create_collection("memory", dim=4, default_ttl_ms=60_000)
+        info = c.create_collection("agent_memory", dim=4, default_ttl_ms=60_000)
         self.assertEqual(info.default_ttl_ms, 60_000)
         now = int(time.time() * 1000)
         v = np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]], np.float32)
-        self.assertEqual(c.upsert("memory", ["old", "new", "gone"], vectors=v,
+        self.assertEqual(c.upsert("agent_memory", ["old", "new", "gone"], vectors=v,
                                   timestamps=[now - 10 * 86_400_000, now, now],
                                   expires_at=[0, 0, now - 1]), 3)
-        items = c.get("memory", ["old", "new", "gone"])
+        items = c.get("agent_memory", ["old", "new", "gone"])
         self.assertEqual([i.id for i in items], ["old", "new"])  # gone expired
         self.assertGreaterEqual(items[0].expires_at_ms, now + 60_000)
-        hits = c.search("memory", vector=[1, 0, 0, 0], k=2)
+        hits = c.search("agent_memory", vector=[1, 0, 0, 0], k=2)
         self.assertEqual(hits[0].score, hits[1].score)
-        hits = c.search("memory", vector=[1, 0, 0, 0], k=2,
+        hits = c.search("agent_memory", vector=[1, 0, 0, 0], k=2,
                         recency=zerovec.Recency(half_life_ms=86_400_000))
         self.assertEqual([h.id for h in hits], ["new", "old"])
         self.assertAlmostEqual(hits[1].score, 2.0 ** -10, places=5)
-        batch = c.search_batch("memory", vectors=v[:1], k=1,
+        batch = c.search_batch("agent_memory", vectors=v[:1], k=1,
                                recency=86_400_000)  # a half-life in ms
         self.assertEqual(batch[0][0].id, "new")
-        self.assertEqual(c.touch("memory", ["old", "gone", "nope"],
+        self.assertEqual(c.touch("agent_memory", ["old", "gone", "nope"],
                                  ttl_ms=3_600_000), 1)
-        self.assertGreaterEqual(c.get("memory", ["old"])[0].expires_at_ms,
+        self.assertGreaterEqual(c.get("agent_memory", ["old"])[0].expires_at_ms,
                                 now + 3_600_000)
         self.assertEqual(c.stats()["touched"], "1")  # uint64 as JSON text
         with self.assertRaises(zerovec.InvalidArgumentError) as e:
-            c.touch("memory", ["old"], ttl_ms=5, expires_at_ms=now + 5)
+            c.touch("agent_memory", ["old"], ttl_ms=5, expires_at_ms=now + 5)
         self.assertIn("ttl_ms", str(e.exception))
         with self.assertRaises(zerovec.InvalidArgumentError):
-            c.search("memory", vector=[1, 0, 0, 0],
+            c.search("agent_memory", vector=[1, 0, 0, 0],
                      recency={"half_life_ms": 0, "weight": 1.0})
 
     def test_bad_input_keeps_the_server_message(self):
