@@ -1,8 +1,9 @@
 // zv::Status and zv::StatusOr<T>: the one error type at every module boundary.
 //
 // Modelled on absl::Status (same canonical codes, so the service maps them to
-// grpc::StatusCode one to one), but header-only: embed/ and shm/ must also
-// build on the GPU machine, which has CUDA, Boost and GoogleTest but no abseil.
+// grpc::StatusCode one to one), but our own, in this header and status.cc (code
+// names, errno mapping): embed/ and shm/ must also build on the GPU machine,
+// which has CUDA, Boost and GoogleTest but no abseil.
 #ifndef ZEROVEC_BASE_STATUS_H_
 #define ZEROVEC_BASE_STATUS_H_
 

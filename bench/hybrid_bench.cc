@@ -135,7 +135,7 @@ int Run(const Flags& f) {
     std::fprintf(stderr, "%s: no words\n", f.corpus.c_str());
     return 1;
   }
-  const auto dir = testing::NewTempDir("hybrid_bench");
+  const auto dir = testing::MakeTempDir("hybrid_bench");
   auto db = Database::Open(dir);
   if (!db.ok()) return 1;
   double rate[2] = {0, 0};

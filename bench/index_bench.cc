@@ -273,7 +273,7 @@ int Main(const Flags& f) {
       },
       truth);
 
-  const auto dir = testing::NewTempDir("zv-bench");
+  const auto dir = testing::MakeTempDir("zv-bench");
   auto db = Database::Open(dir);
   if (!db.ok()) return 1;
   Row fi{"ZeroVec Flat (in place)"};

@@ -61,7 +61,8 @@ struct Config {
   int batch = 128;
   int queries = 200;
   int k = 10;
-  std::vector<int> efs = {128};  // attach: efSearch values measured
+  std::vector<int> efs = {
+      zv::index::kDefaultEfSearch};  // attach: efSearch values
 };
 
 Config Parse(int argc, char** argv) {

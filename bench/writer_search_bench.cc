@@ -101,7 +101,7 @@ int Main(std::map<std::string, std::string> flags) {
   const double rate = get("--rate", 0);
   const size_t max_rows = rows * 4;
   const auto data = testing::LatentClustered(max_rows, 0, kDim, 1000, 16, 3);
-  auto db = Database::Open(testing::NewTempDir("writer_search_bench"));
+  auto db = Database::Open(testing::MakeTempDir("writer_search_bench"));
   if (!db.ok()) return 1;
   CollectionOptions o;
   o.dim = kDim;

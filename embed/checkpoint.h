@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "embed/embedder.h"
+#include "embed/model_info.h"
 #include "embed/tokenizer.h"
 
 namespace zv::embed {

@@ -17,15 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using Mat = std::vector<std::vector<double>>;
 
-double Cosine(const float* a, const float* b, int n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (int i = 0; i < n; ++i) {
-    ab += double{a[i]} * b[i];
-    aa += double{a[i]} * a[i];
-    bb += double{b[i]} * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using testing::Cosine;
 
 Mat Linear(const Mat& x, const std::vector<float>& w, const float* b, int n) {
   Mat y(x.size(), std::vector<double>(n));

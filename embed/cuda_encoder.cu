@@ -17,14 +17,14 @@
 namespace zv::embed {
 namespace {
 
+using kernels::AttentionImpl;
 using kernels::BiasGeluKernel;
 using kernels::BiasResidualLayerNormKernel;
 using kernels::EmbedLayerNormKernel;
 using kernels::kMaxHidden;
 using kernels::kPoolThreads;
-using kernels::PoolNormalizeKernel;
-using kernels::AttentionImpl;
 using kernels::LaunchAttention;
+using kernels::PoolNormalizeKernel;
 
 #define ZV_CUDA_CHECK(expr)                                         \
   do {                                                              \
@@ -209,7 +209,7 @@ class CudaLaneEncoder : public Encoder {
     const BertConfig& c = m_.config;
     const int t = static_cast<int>(batch.ids.size()),
               b = static_cast<int>(batch.size());
-    const int h = c.hidden_size, f = c.intermediate_size;
+    const int h = c.hidden_size;
     if (rows.size() != batch.size()) {
       return InvalidArgumentError("cuda encoder: rows and batch sizes differ");
     }
@@ -220,18 +220,62 @@ class CudaLaneEncoder : public Encoder {
                                   std::to_string(t) +
                                   " tokens exceeds max_batch_tokens");
     }
-    // Stage the inputs in pinned memory: one host-to-device copy.
+    StagedInputs in;
+    ZV_RETURN_IF_ERROR(StageInputs(batch, rows, &in));
+
+    const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
+        in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
+        m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get());
+    ZV_CUDA_CHECK(cudaGetLastError());
+    const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
+    for (const DeviceLayer& l : m_.layers) {
+      ZV_RETURN_IF_ERROR(EncodeLayer(l, t, b, in.offsets, in.max_len, scale));
+    }
+    PoolNormalizeKernel<<<b, kPoolThreads, 0, stream_>>>(
+        x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
+    ZV_CUDA_CHECK(cudaGetLastError());
+    ZV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (in.staged) {
+      for (int s = 0; s < b; ++s) {
+        std::memcpy(rows[s], staging_.get() + size_t(s) * h, h * sizeof(float));
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  static constexpr int kWarpsPerBlock = 4;  // row kernels: a warp a row
+
+  // The batch's inputs on the device (in in_dev_), copied there by
+  // StageInputs.
+  struct StagedInputs {
+    const int* ids = nullptr;      // [t] token ids
+    const int* pos = nullptr;      // [t] position of each token in its sequence
+    const int* offsets = nullptr;  // [b + 1] first token of each sequence
+    float* const* out_rows = nullptr;  // [b] where each pooled row goes
+    int max_len = 0;                   // longest sequence
+    bool staged = false;  // rows go to staging_, copied out after the sync
+  };
+
+  // Checks the batch and stages it in pinned memory (one host-to-device copy):
+  // ids, positions, offsets, then the output row pointers (8-byte aligned):
+  // the caller's rows where the device can write them, else staging_.
+  Status StageInputs(const TokenBatch& batch, std::span<float* const> rows,
+                     StagedInputs* in) {
+    const BertConfig& c = m_.config;
+    const int t = static_cast<int>(batch.ids.size()),
+              b = static_cast<int>(batch.size());
     int* ids = reinterpret_cast<int*>(in_host_.get());
     int* pos = ids + t;
     int* offsets = pos + t;
-    int max_len = 0;
     for (int s = 0; s < b; ++s) {
       const int len = batch.length(s);
       if (len < 1 || len > c.max_position_embeddings) {
         return InvalidArgumentError("cuda encoder: sequence length " +
                                     std::to_string(len) + " out of range");
       }
-      max_len = std::max(max_len, len);
+      in->max_len = std::max(in->max_len, len);
       for (int i = 0; i < len; ++i) pos[batch.offsets[s] + i] = i;
     }
     for (int i = 0; i < t; ++i) {
@@ -245,69 +289,58 @@ class CudaLaneEncoder : public Encoder {
     std::memcpy(offsets, batch.offsets.data(), (b + 1) * sizeof(int));
     const size_t ptr_at = (size_t(2 * t + b + 1) * 4 + 7) / 8 * 8;
     float** ptrs = reinterpret_cast<float**>(in_host_.get() + ptr_at);
+    const int h = c.hidden_size;
     std::vector<float*> direct = m_.DeviceRows(rows, h);
-    const bool staged = direct.empty();
-    if (staged && static_cast<size_t>(b) > staging_rows_) {
+    in->staged = direct.empty();
+    if (in->staged && static_cast<size_t>(b) > staging_rows_) {
       return InvalidArgumentError(
           "cuda encoder: too many sequences in one batch");
     }
     for (int s = 0; s < b; ++s) {
-      ptrs[s] = staged ? staging_.device() + size_t(s) * h : direct[s];
+      ptrs[s] = in->staged ? staging_.device() + size_t(s) * h : direct[s];
     }
     ZV_CUDA_CHECK(cudaMemcpyAsync(in_dev_.get(), in_host_.get(), ptr_at + b * 8,
                                   cudaMemcpyHostToDevice, stream_));
-    const int* d_ids = reinterpret_cast<const int*>(in_dev_.get());
-    const int* d_pos = d_ids + t;
-    const int* d_off = d_pos + t;
-    float* const* d_ptrs =
-        reinterpret_cast<float* const*>(in_dev_.get() + ptr_at);
-
-    const int warps_per_block = 4;
-    const int row_blocks = (t + warps_per_block - 1) / warps_per_block;
-    EmbedLayerNormKernel<<<row_blocks, 32 * warps_per_block, 0, stream_>>>(
-        d_ids, d_pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
-        m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get());
-    ZV_CUDA_CHECK(cudaGetLastError());
-    const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
-    for (const DeviceLayer& l : m_.layers) {
-      ZV_RETURN_IF_ERROR(
-          Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
-      ZV_RETURN_IF_ERROR(Attention(l.qkv_b.get(), d_off, b, max_len, scale));
-      ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
-      BiasResidualLayerNormKernel<<<row_blocks, 32 * warps_per_block, 0,
-                                    stream_>>>(x_.get(), tmp_.get(), t, h,
-                                               l.out_b.get(), l.ln1_g.get(),
-                                               l.ln1_b.get(), c.layer_norm_eps);
-      ZV_CUDA_CHECK(cudaGetLastError());
-      ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.ffn_in_w.get(), ffn_.get(), t, f, h));
-      const size_t pairs = size_t(t) * f / 2;
-      const int gelu_blocks =
-          static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
-      BiasGeluKernel<<<gelu_blocks, 256, 0, stream_>>>(
-          reinterpret_cast<half2*>(ffn_.get()), pairs, f / 2,
-          reinterpret_cast<const float2*>(l.ffn_in_b.get()));
-      ZV_CUDA_CHECK(cudaGetLastError());
-      ZV_RETURN_IF_ERROR(
-          Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
-      BiasResidualLayerNormKernel<<<row_blocks, 32 * warps_per_block, 0,
-                                    stream_>>>(x_.get(), tmp_.get(), t, h,
-                                               l.ffn_out_b.get(), l.ln2_g.get(),
-                                               l.ln2_b.get(), c.layer_norm_eps);
-      ZV_CUDA_CHECK(cudaGetLastError());
-    }
-    PoolNormalizeKernel<<<b, kPoolThreads, 0, stream_>>>(
-        x_.get(), d_off, h, m_.cls, m_.normalize, d_ptrs);
-    ZV_CUDA_CHECK(cudaGetLastError());
-    ZV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (staged) {
-      for (int s = 0; s < b; ++s) {
-        std::memcpy(rows[s], staging_.get() + size_t(s) * h, h * sizeof(float));
-      }
-    }
+    in->ids = reinterpret_cast<const int*>(in_dev_.get());
+    in->pos = in->ids + t;
+    in->offsets = in->pos + t;
+    in->out_rows = reinterpret_cast<float* const*>(in_dev_.get() + ptr_at);
     return OkStatus();
   }
 
- private:
+  // One transformer layer over x_ in place: attention block, then FFN block,
+  // each closed by bias + residual + LayerNorm.
+  Status EncodeLayer(const DeviceLayer& l, int t, int b, const int* d_off,
+                     int max_len, float scale) {
+    const BertConfig& c = m_.config;
+    const int h = c.hidden_size, f = c.intermediate_size;
+    const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
+    ZV_RETURN_IF_ERROR(Attention(l.qkv_b.get(), d_off, b, max_len, scale));
+    ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
+    BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
+                                  stream_>>>(x_.get(), tmp_.get(), t, h,
+                                             l.out_b.get(), l.ln1_g.get(),
+                                             l.ln1_b.get(), c.layer_norm_eps);
+    ZV_CUDA_CHECK(cudaGetLastError());
+    ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.ffn_in_w.get(), ffn_.get(), t, f, h));
+    const size_t pairs = size_t(t) * f / 2;
+    const int gelu_blocks =
+        static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
+    BiasGeluKernel<<<gelu_blocks, 256, 0, stream_>>>(
+        reinterpret_cast<half2*>(ffn_.get()), pairs, f / 2,
+        reinterpret_cast<const float2*>(l.ffn_in_b.get()));
+    ZV_CUDA_CHECK(cudaGetLastError());
+    ZV_RETURN_IF_ERROR(
+        Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
+    BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
+                                  stream_>>>(x_.get(), tmp_.get(), t, h,
+                                             l.ffn_out_b.get(), l.ln2_g.get(),
+                                             l.ln2_b.get(), c.layer_norm_eps);
+    ZV_CUDA_CHECK(cudaGetLastError());
+    return OkStatus();
+  }
+
   // y[T, N] = x[T, K] * w[N, K]^T in row-major terms (column-major: y^T = w *
   // x^T).
   Status Gemm(const half* x, const half* w, half* y, int t, int n, int k) {
@@ -326,8 +359,7 @@ class CudaLaneEncoder : public Encoder {
         m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b, max_len,
         c.num_heads, c.hidden_size, scale, ctx_.get(), stream_);
     if (err == cudaErrorInvalidValue) {
-      return UnimplementedError(
-          "cuda encoder: head_dim must be 32, 64 or 128");
+      return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
     ZV_CUDA_CHECK(err);
     return OkStatus();
@@ -475,7 +507,8 @@ std::string CudaModel::SinkMode() const {
 }
 
 std::string CudaModel::description() const {
-  return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name + " fp16 cuBLAS, attention=" +
+  return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name +
+         " fp16 cuBLAS, attention=" +
          kernels::AttentionImplName(impl_->attention) + ", sink=" + SinkMode();
 }
 

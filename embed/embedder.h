@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "base/status.h"
+#include "embed/model_info.h"  // Pooling, ModelInfo
 
 namespace zv::embed {
 
 enum class DevicePreference { kAuto, kCpu, kCuda };
-enum class Pooling { kMean, kCls };
 
 struct EmbedderOptions {
   std::filesystem::path model_dir;
@@ -42,16 +42,6 @@ struct EmbedderOptions {
 // Parses a --device value: "auto", "cpu", "cuda" or "cuda:N".
 StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
                                       EmbedderOptions options = {});
-
-struct ModelInfo {
-  std::string name;    // folder name
-  int dim = 0;         // output vector size (hidden size)
-  int max_length = 0;  // tokens incl. [CLS]/[SEP]; longer inputs are truncated
-  int vocab_size = 0;
-  int num_layers = 0;
-  Pooling pooling = Pooling::kMean;
-  bool normalize = true;
-};
 
 // Where the bulk lanes' time went since the Embedder was made (for a build's
 // closing report: whether the encoder or what feeds it was the limit).

@@ -18,7 +18,6 @@
 namespace zv::gpusearch {
 namespace detail {
 
-
 #define ZV_CUDA_CHECK(expr)                                       \
   do {                                                            \
     const cudaError_t zv_err_ = (expr);                           \

@@ -1,11 +1,12 @@
+// clang-format off
 // Approximate indexes over a segment's rows, chosen by FAISS-style descriptor:
 //   "Flat"           no ANN index; exact search in place (flat_index.h)
 //   "HNSW<M>"        immutable HNSW pieces over row ranges, mapped and
 //                    searched in place, built in the background
 //                    (hnsw_pieces.h)
 //   "IVF<n>,PQ<m>"   faiss::IndexIVFPQ, codes in their own mmapped file,
-//   re-ranked
-//                    exactly against the rows in place
+//                    re-ranked exactly against the rows in place
+// clang-format on
 // An index covers rows [0, indexed()); the collection searches the rest
 // exactly, so every committed row is always searchable.
 #ifndef ZEROVEC_INDEX_ANN_INDEX_H_
@@ -22,22 +23,11 @@
 
 #include "base/status.h"
 #include "index/collection.h"
+#include "index/descriptor.h"
 #include "index/flat_index.h"
 #include "shm/segment.h"
 
 namespace zv::index {
-
-struct IndexKind {
-  enum Type { kFlat, kHnsw, kIvfPq } type = kFlat;
-  int hnsw_m = 32;
-  int nlist = 0;
-  int pq_m = 0;
-};
-
-// INVALID_ARGUMENT (naming index.descriptor) for an unknown or unfit
-// descriptor.
-StatusOr<IndexKind> ParseDescriptor(const std::string& descriptor,
-                                    uint32_t dim);
 
 // Search-time knobs (defaults are what the recall tests assert against).
 struct AnnSearchParams {

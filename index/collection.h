@@ -27,6 +27,7 @@ inline constexpr int kMaxK = 1000;
 inline constexpr int kDefaultEfSearch = 128;
 inline constexpr int kMaxEfSearch = 4096;
 inline constexpr size_t kMaxIdBytes = 512;
+inline constexpr uint32_t kMaxDim = shm::kMaxDim;
 
 // Which FAISS index searches the collection. Named by FAISS-style descriptor
 // strings: "Flat", "HNSW32", "IVF1024,PQ32" (the same string in CLI, API and on

@@ -1,3 +1,5 @@
+// Over 600 lines: CollectionImpl's write protocol, recovery and search share
+// its private state (compaction: compaction.cc; attached readers: attached.cc).
 #include "index/collection_impl.h"
 
 #include <atomic>
@@ -103,9 +105,8 @@ size_t CollectionImpl::IndexPieces() const {
 
 StatusOr<std::shared_ptr<CollectionImpl>> CollectionImpl::Create(
     std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
-    const std::string& name, const CollectionOptions& options) {
-  ZV_ASSIGN_OR_RETURN(IndexKind kind,
-                      ParseDescriptor(options.index.descriptor, options.dim));
+    const std::string& name, const CollectionOptions& options,
+    const IndexKind& kind) {
   CollectionMeta meta{name, options, 1};
   std::error_code ec;
   std::filesystem::remove_all(root, ec);  // leftovers of a create that crashed

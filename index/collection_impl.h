@@ -44,10 +44,12 @@ Status WriteCurrent(const std::filesystem::path& root, uint64_t generation);
 
 class CollectionImpl : public Collection {
  public:
-  // Creates generation 1 on disk and in the catalog.
+  // Creates generation 1 on disk and in the catalog; `kind` is what
+  // ValidateCollectionOptions parsed from options.index.descriptor.
   static StatusOr<std::shared_ptr<CollectionImpl>> Create(
       std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
-      const std::string& name, const CollectionOptions& options);
+      const std::string& name, const CollectionOptions& options,
+      const IndexKind& kind);
   // Opens the catalog's generation and reconciles it with the meta store.
   static StatusOr<std::shared_ptr<CollectionImpl>> Open(
       std::shared_ptr<MetaStore> store, const std::filesystem::path& root,
@@ -158,6 +160,12 @@ class CollectionImpl : public Collection {
   Status PublishWritten(uint64_t first, std::span<const Record> records,
                         const std::vector<uint64_t>& replaced);
   Status CheckAlive() const;
+  // Compaction (compaction.cc): copies the live rows of `old` into `next`
+  // and their metadata into `batch` (written by the caller: the commit point);
+  // the ids of expired rows it drops go to `expired_ids`.
+  Status CopyLiveRows(const Generation& old, Generation* next,
+                      MetaStore::Batch* batch,
+                      std::vector<std::string>* expired_ids);
   // The expiry an item upserted now gets when it names none: now plus the
   // default TTL, or 0 (never) without one.
   int64_t DefaultExpiry() const {

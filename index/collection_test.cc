@@ -1,5 +1,6 @@
 // Collection behaviour: validation, replace/delete/get, reopen, compaction,
-// attached readers, HNSW and IVF-PQ persistence, concurrency.
+// attached readers, HNSW and IVF-PQ persistence, concurrency. Over 600 lines:
+// one fixture for the whole Collection contract.
 #include "index/collection.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +21,7 @@ namespace zv::index {
 namespace {
 
 using testing::IdOf;
-using testing::NewTempDir;
+using testing::MakeTempDir;
 using testing::RandomVectors;
 
 constexpr uint32_t kDim = 32;
@@ -50,7 +51,7 @@ std::vector<Record> Records(size_t first, size_t n,
 class CollectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = NewTempDir("coll");
+    dir_ = MakeTempDir("coll");
     Reopen();
   }
   void Reopen() {

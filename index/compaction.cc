@@ -11,46 +11,27 @@
 
 namespace zv::index {
 
-StatusOr<CompactionResult> CollectionImpl::Compact() {
-  const auto start = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> writer_lock(write_mu_);
-  ZV_RETURN_IF_ERROR(CheckAlive());
-  Generation& old = *g_;
+// No lock needed: only this writer thread mutates the old generation, and
+// its rows below `committed` are immutable.
+Status CollectionImpl::CopyLiveRows(const Generation& old, Generation* next,
+                                    MetaStore::Batch* batch,
+                                    std::vector<std::string>* expired_ids) {
   const std::string& name = meta_.name;
   const shm::Writer& ow = *old.writer;
+  shm::Writer& nw = *next->writer;
   const uint64_t committed = ow.committed();
   const uint32_t stride = ow.info().row_stride;
-
-  auto next = std::make_unique<Generation>();
-  next->number = old.number + 1;
-  next->dir = root_ / GenerationDirName(next->number);
-  std::error_code ec;
-  std::filesystem::remove_all(next->dir, ec);
-  shm::SegmentOptions so;
-  so.dim = meta_.options.dim;
-  so.metric = meta_.options.metric;
-  so.rows_per_extent = meta_.options.rows_per_extent;
-  so.group = meta_.options.group;
-  so.sync = meta_.options.sync;
-  ZV_ASSIGN_OR_RETURN(next->writer, shm::Writer::Create(next->dir, so));
-  shm::Writer& nw = *next->writer;
-  nw.SetGeneration(next->number);
-
-  // Copy live rows (no lock needed: only this writer thread mutates the old
-  // generation, and its rows below `committed` are immutable).
-  auto batch = store_->NewBatch();
   constexpr uint64_t kChunk = 4096;
   // Expired rows the sweep has not reached yet are dropped here too, with
   // their ids.
   const int64_t now = NowMs();
-  std::vector<std::string> expired_ids;
   for (uint64_t row = 0; row < committed;) {
     std::vector<uint64_t> live;
     for (; row < committed && live.size() < kChunk; ++row) {
       if (ow.IsTombstoned(row) || !old.attrs.present(row)) continue;
       if (IsExpired(old.attrs.expires(row), now)) {
-        expired_ids.emplace_back(old.attrs.id(row));
-        batch.DeleteId(name, expired_ids.back());
+        expired_ids->emplace_back(old.attrs.id(row));
+        batch->DeleteId(name, expired_ids->back());
         continue;
       }
       live.push_back(row);
@@ -67,13 +48,43 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
       if (!rec)
         return DataLossError("collection '" + name + "': row " +
                              std::to_string(live[i]) + " lost its meta entry");
-      batch.PutRow(name, next->number, first + i, *rec);
-      batch.PutId(name, rec->id,
-                  IdEntry{next->number, first + i, std::nullopt});
+      batch->PutRow(name, next->number, first + i, *rec);
+      batch->PutId(name, rec->id,
+                   IdEntry{next->number, first + i, std::nullopt});
       next->attrs.Append(*rec);
     }
     ZV_RETURN_IF_ERROR(nw.Commit(first + live.size()));
   }
+  return OkStatus();
+}
+
+StatusOr<CompactionResult> CollectionImpl::Compact() {
+  const auto start = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  ZV_RETURN_IF_ERROR(CheckAlive());
+  Generation& old = *g_;
+  const std::string& name = meta_.name;
+  const shm::Writer& ow = *old.writer;
+  const uint64_t committed = ow.committed();
+
+  auto next = std::make_unique<Generation>();
+  next->number = old.number + 1;
+  next->dir = root_ / GenerationDirName(next->number);
+  std::error_code ec;
+  std::filesystem::remove_all(next->dir, ec);
+  shm::SegmentOptions so;
+  so.dim = meta_.options.dim;
+  so.metric = meta_.options.metric;
+  so.rows_per_extent = meta_.options.rows_per_extent;
+  so.group = meta_.options.group;
+  so.sync = meta_.options.sync;
+  ZV_ASSIGN_OR_RETURN(next->writer, shm::Writer::Create(next->dir, so));
+  shm::Writer& nw = *next->writer;
+  nw.SetGeneration(next->number);
+
+  auto batch = store_->NewBatch();
+  std::vector<std::string> expired_ids;
+  ZV_RETURN_IF_ERROR(CopyLiveRows(old, next.get(), &batch, &expired_ids));
   ZV_RETURN_IF_ERROR(nw.Sync());
   // IVF-PQ is built before the switch, so searches never see it half-built;
   // HNSW starts with no pieces (every row in the exact tail) and its builder

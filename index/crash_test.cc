@@ -154,7 +154,7 @@ void ExpectLexicalInStep(Collection& c, const Model& model, int run) {
 }
 
 TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
-  const auto dir = testing::NewTempDir("crash").string();
+  const auto dir = testing::MakeTempDir("crash").string();
   std::mt19937 rng(42);
   Model model;
   int64_t next = 0;

@@ -68,15 +68,16 @@ class DatabaseImpl : public Database {
   StatusOr<std::shared_ptr<Collection>> CreateCollection(
       const std::string& name, const CollectionOptions& options) override {
     ZV_RETURN_IF_ERROR(ValidateCollectionName(name));
-    ZV_RETURN_IF_ERROR(ValidateCollectionOptions(options));
+    ZV_ASSIGN_OR_RETURN(const IndexKind kind,
+                        ValidateCollectionOptions(options));
     std::lock_guard<std::mutex> l(mu_);
     if (collections_.count(name)) {
       return AlreadyExistsError("collection '" + name + "' already exists");
     }
     CollectionOptions o = options;
     if (!o.group) o.group = group_;
-    ZV_ASSIGN_OR_RETURN(auto c,
-                        CollectionImpl::Create(store_, Root(name), name, o));
+    ZV_ASSIGN_OR_RETURN(
+        auto c, CollectionImpl::Create(store_, Root(name), name, o, kind));
     if (gpu_) c->EnableGpu(gpu_);
     collections_.emplace(name, c);
     return std::shared_ptr<Collection>(c);

@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::IdOf;
-using testing::NewTempDir;
+using testing::MakeTempDir;
 using testing::RandomVectors;
 
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -60,7 +60,7 @@ size_t ExtentFiles(const fs::path& segment_dir) {
 }
 
 TEST(DiskUsageTest, EmptyAndOneRowCollectionsTakeUnderOneMiB) {
-  const fs::path data = NewTempDir("disk_usage");
+  const fs::path data = MakeTempDir("disk_usage");
   std::string largest;
   {
     auto db = Database::Open(data);
@@ -93,7 +93,7 @@ TEST(DiskUsageTest, EmptyAndOneRowCollectionsTakeUnderOneMiB) {
 TEST(DiskUsageTest, GrownCollectionSearchesReopensAndAttaches) {
   constexpr uint32_t kDim = 256;  // first extent 256 rows, then 512, 1024, ...
   constexpr size_t kRows = 3000;  // 4 extents: 256 + 512 + 1024 + 2048
-  const fs::path data = NewTempDir("disk_usage_grown");
+  const fs::path data = MakeTempDir("disk_usage_grown");
   const auto vectors = RandomVectors(kRows, kDim, 7, true);
   auto expect_exact = [&](auto& searchable, const std::string& who) {
     for (size_t q : {size_t{0}, size_t{255}, size_t{256}, size_t{767},

@@ -14,7 +14,7 @@ namespace zv::index {
 namespace {
 
 using testing::IdOf;
-using testing::NewTempDir;
+using testing::MakeTempDir;
 using testing::RandomVectors;
 
 constexpr uint32_t kDim = 32;
@@ -31,7 +31,7 @@ void SleepUntil(int64_t ms) {
 class ExpiryTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = NewTempDir("expiry");
+    dir_ = MakeTempDir("expiry");
     auto db = Database::Open(dir_);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(db).value();
@@ -262,7 +262,7 @@ class RecencyTest : public ::testing::Test {
   // Three items along e0: "old" (similarity 1.0, 10 days old), "recent"
   // (0.9, one hour), "future" (0.5, timestamp after now: age 0).
   std::shared_ptr<Collection> Create(shm::Metric metric) {
-    dir_ = NewTempDir("recency");
+    dir_ = MakeTempDir("recency");
     auto db = Database::Open(dir_);
     EXPECT_TRUE(db.ok());
     db_ = std::move(db).value();

@@ -11,21 +11,6 @@ int64_t NowMs() {
       .count();
 }
 
-Status ValidateFilter(const Filter& filter) {
-  if (filter.min_timestamp_ms && filter.max_timestamp_ms &&
-      *filter.min_timestamp_ms > *filter.max_timestamp_ms) {
-    return InvalidArgumentError("filter.min_timestamp_ms (" +
-                                std::to_string(*filter.min_timestamp_ms) +
-                                ") is greater than filter.max_timestamp_ms (" +
-                                std::to_string(*filter.max_timestamp_ms) + ")");
-  }
-  for (const auto& [key, value] : filter.metadata_equals) {
-    if (key.empty())
-      return InvalidArgumentError("filter.metadata_equals: empty key");
-  }
-  return OkStatus();
-}
-
 AttributeTable::AttributeTable() { Intern(""); }
 
 uint32_t AttributeTable::Intern(const std::string& s) {

@@ -23,9 +23,6 @@
 
 namespace zv::index {
 
-// INVALID_ARGUMENT naming the field for a malformed filter.
-Status ValidateFilter(const Filter& filter);
-
 // A filter translated to interned ids; `impossible` if some value was never
 // seen.
 struct CompiledFilter {

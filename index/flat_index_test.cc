@@ -14,7 +14,7 @@ namespace {
 
 using testing::BruteForce;
 using testing::IdOf;
-using testing::NewTempDir;
+using testing::MakeTempDir;
 using testing::RandomVectors;
 
 constexpr uint32_t kDim =
@@ -46,7 +46,7 @@ bool Matches(size_t i, const Filter& f) {
 class FlatExactTest : public ::testing::TestWithParam<shm::Metric> {
  protected:
   void SetUp() override {
-    dir_ = NewTempDir("flat");
+    dir_ = MakeTempDir("flat");
     auto db = Database::Open(dir_);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(db).value();
@@ -197,7 +197,7 @@ size_t RssAnonBytes() {
 }
 
 TEST(FlatInPlaceTest, IndexMemoryDoesNotGrowWithRows) {
-  const auto dir = NewTempDir("inplace");
+  const auto dir = MakeTempDir("inplace");
   auto db = Database::Open(dir);
   ASSERT_TRUE(db.ok());
   CollectionOptions o;

@@ -1,6 +1,7 @@
 // The HNSW AnnIndex: immutable pieces + exact tail (design and file formats in
 // hnsw_pieces.h). HnswWriterIndex runs in the writer process with a background
 // builder thread; HnswReaderIndex serves attached readers from the same files.
+// Over 600 lines: the two share the tail and manifest code private to them.
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>

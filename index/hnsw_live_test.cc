@@ -20,7 +20,7 @@ constexpr uint64_t kRows = 3000;
 class LiveGraphTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::NewTempDir("live");
+    dir_ = testing::MakeTempDir("live");
     shm::SegmentOptions o;
     o.dim = kDim;
     o.metric = shm::Metric::kL2;
@@ -135,7 +135,7 @@ TEST_F(LiveGraphTest, InsertRefusesRowsTheTableDoesNotHold) {
 // Writes wait while the rows past the live graph exceed max_backlog, and get
 // UNAVAILABLE (nothing written) when the wait times out.
 TEST(HnswAdmissionTest, WritesWaitForABacklogAndTimeOut) {
-  const auto dir = testing::NewTempDir("admit");
+  const auto dir = testing::MakeTempDir("admit");
   shm::SegmentOptions so;
   so.dim = kDim;
   auto w = shm::Writer::Create(dir, so);

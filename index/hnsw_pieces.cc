@@ -1,5 +1,6 @@
 // HNSW pieces: file format, manifest, in-place search, building (see
 // hnsw_pieces.h for the design).
+// Over 600 lines: the four share the piece layout's private helpers.
 #include "index/hnsw_pieces.h"
 
 #include <faiss/IndexHNSW.h>
@@ -283,6 +284,40 @@ Piece::~Piece() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
+namespace {
+
+// Why a piece's graph arrays break a bound the search relies on; empty if they
+// do not. The sections are known to lie inside the file.
+std::string GraphProblem(const PieceHeader& h, const int32_t* cum,
+                         const int32_t* levels, const uint64_t* offsets,
+                         const int32_t* neighbors) {
+  const uint64_t n = h.end - h.begin;
+  if (cum[0] != 0) return "bad layer table";
+  for (size_t l = 1; l < h.ncum; ++l) {
+    if (cum[l] <= cum[l - 1]) return "bad layer table";
+  }
+  if (h.max_level < 0 || h.max_level + 2 > static_cast<int>(h.ncum) ||
+      h.entry_point < 0 || static_cast<uint64_t>(h.entry_point) >= n ||
+      levels[h.entry_point] != h.max_level + 1)
+    return "bad entry point";
+  if (offsets[0] != 0 || offsets[n] != h.neighbors_count)
+    return "bad link offsets";
+  for (uint64_t i = 0; i < n; ++i) {
+    const int32_t lv = levels[i];
+    if (lv < 1 || lv > h.max_level + 1 ||
+        offsets[i + 1] - offsets[i] != static_cast<uint64_t>(cum[lv]) ||
+        offsets[i + 1] < offsets[i])
+      return "bad node " + std::to_string(i);
+  }
+  for (uint64_t j = 0; j < h.neighbors_count; ++j) {
+    const int32_t v = neighbors[j];
+    if (v < -1 || v >= static_cast<int64_t>(n)) return "link out of range";
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const Piece>> Piece::Open(
     const std::filesystem::path& path, uint64_t serial,
     const shm::SegmentInfo& info) {
@@ -355,28 +390,10 @@ StatusOr<std::shared_ptr<const Piece>> Piece::Open(
   p->offsets_ = reinterpret_cast<const uint64_t*>(base + h.offsets_off);
   p->neighbors_ = reinterpret_cast<const int32_t*>(base + h.neighbors_off);
   // Every bound the search relies on, so it needs no checks of its own.
-  if (p->cum_[0] != 0) return bad("bad layer table");
-  for (size_t l = 1; l < h.ncum; ++l) {
-    if (p->cum_[l] <= p->cum_[l - 1]) return bad("bad layer table");
-  }
-  if (h.max_level < 0 || h.max_level + 2 > static_cast<int>(h.ncum) ||
-      h.entry_point < 0 || static_cast<uint64_t>(h.entry_point) >= n ||
-      p->levels_[h.entry_point] != h.max_level + 1)
-    return bad("bad entry point");
-  if (p->offsets_[0] != 0 || p->offsets_[n] != h.neighbors_count)
-    return bad("bad link offsets");
-  for (uint64_t i = 0; i < n; ++i) {
-    const int32_t lv = p->levels_[i];
-    if (lv < 1 || lv > h.max_level + 1 ||
-        p->offsets_[i + 1] - p->offsets_[i] !=
-            static_cast<uint64_t>(p->cum_[lv]) ||
-        p->offsets_[i + 1] < p->offsets_[i])
-      return bad("bad node " + std::to_string(i));
-  }
-  for (uint64_t j = 0; j < h.neighbors_count; ++j) {
-    const int32_t v = p->neighbors_[j];
-    if (v < -1 || v >= static_cast<int64_t>(n)) return bad("link out of range");
-  }
+  if (std::string why =
+          GraphProblem(h, p->cum_, p->levels_, p->offsets_, p->neighbors_);
+      !why.empty())
+    return bad(why);
   return std::shared_ptr<const Piece>(std::move(p));
 }
 

@@ -59,7 +59,7 @@ class HnswPiecesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     SmallPieces();
-    dir_ = testing::NewTempDir("pieces");
+    dir_ = testing::MakeTempDir("pieces");
     Open();
   }
   void Open() {

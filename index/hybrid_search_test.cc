@@ -38,7 +38,7 @@ std::vector<float> Axis(int i) {
 class HybridTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::NewTempDir("hybrid");
+    dir_ = testing::MakeTempDir("hybrid");
     Open();
     CollectionOptions o;
     o.dim = kDim;

@@ -1,9 +1,11 @@
 // IVF-PQ for collections larger than RAM. Files beside the segment:
+// clang-format off
 //   ivfpq.trained  coarse centroids + PQ codebooks (small, loaded into memory)
 //   ivfpq.index    the full index incl. codes and ids (row numbers), written
-//   whole
-//                  and atomically renamed, opened with faiss::IO_FLAG_MMAP so
-//                  the inverted lists stay in the page cache, not on the heap.
+//                  whole and atomically renamed, opened with
+//                  faiss::IO_FLAG_MMAP so the inverted lists stay in the page
+//                  cache, not on the heap.
+// clang-format on
 // Until 39 x nlist rows exist the index is untrained and the collection
 // searches exactly. New rows are searched exactly until kRebuildRows
 // accumulate, then encoded and a new ivfpq.index replaces the old one. PQ

@@ -17,7 +17,7 @@ std::vector<std::string> Ids(const std::vector<LexicalHit>& hits) {
 }
 
 TEST(LexicalIndexTest, StemmedBm25SearchReplaceAndRemoveById) {
-  const auto dir = testing::NewTempDir("lexical") / "lexical";
+  const auto dir = testing::MakeTempDir("lexical") / "lexical";
   auto writer = LexicalWriter::Open(dir, /*sync=*/false);
   ASSERT_TRUE(writer.ok()) << writer.status();
   auto& w = **writer;
@@ -73,7 +73,7 @@ TEST(LexicalIndexTest, StemmedBm25SearchReplaceAndRemoveById) {
 }
 
 TEST(LexicalIndexTest, LongIdsAreKeyedUniquely) {
-  const auto dir = testing::NewTempDir("lexical") / "lexical";
+  const auto dir = testing::MakeTempDir("lexical") / "lexical";
   auto w = LexicalWriter::Open(dir, false);
   ASSERT_TRUE(w.ok());
   const std::string long_a(500, 'x'), long_b = std::string(499, 'x') + "y";
@@ -90,7 +90,7 @@ TEST(LexicalIndexTest, LongIdsAreKeyedUniquely) {
 }
 
 TEST(LexicalIndexTest, MissingDatabaseIsAnError) {
-  auto s = LexicalSearcher::Open(testing::NewTempDir("lexical") / "none");
+  auto s = LexicalSearcher::Open(testing::MakeTempDir("lexical") / "none");
   EXPECT_FALSE(s.ok());
 }
 

@@ -367,6 +367,63 @@ Status MetaStore::Flush() {
   return FromRocks(db_->Flush(fo, cfs_), "flush");
 }
 
+namespace {
+
+// The table files of one IngestNewRows, one a column family, ingested at once
+// (atomic across the column families); removed on every path (after a
+// successful ingestion RocksDB has linked them into the store).
+class IngestFiles {
+ public:
+  IngestFiles(rocksdb::DB* db, const std::filesystem::path& dir,
+              std::atomic<uint64_t>* counter)
+      : db_(db), dir_(dir), counter_(counter) {
+    options_.move_files = true;  // link, not copy (falls back to a copy)
+  }
+  ~IngestFiles() {
+    std::error_code ec;
+    for (const auto& p : paths_) std::filesystem::remove(p, ec);
+  }
+
+  // Writes entry(0..n-1), (key, value) pairs already in key order, as one
+  // table file for `cf`.
+  template <typename Entry>
+  Status Add(rocksdb::ColumnFamilyHandle* cf, size_t n, const Entry& entry) {
+    if (n == 0) return OkStatus();
+    const std::string path =
+        (dir_ / ("b" + std::to_string(counter_->fetch_add(1)) + ".sst"))
+            .string();
+    paths_.push_back(path);
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_->GetOptions(cf),
+                                  cf);
+    ZV_RETURN_IF_ERROR(FromRocks(writer.Open(path), "ingest open " + path));
+    for (size_t i = 0; i < n; ++i) {
+      auto [key, value] = entry(i);
+      ZV_RETURN_IF_ERROR(FromRocks(writer.Put(key, value), "ingest put"));
+    }
+    ZV_RETURN_IF_ERROR(FromRocks(writer.Finish(), "ingest finish " + path));
+    rocksdb::IngestExternalFileArg arg;
+    arg.column_family = cf;
+    arg.external_files = {path};
+    arg.options = options_;
+    args_.push_back(std::move(arg));
+    return OkStatus();
+  }
+
+  Status Ingest() {
+    return FromRocks(db_->IngestExternalFiles(args_), "ingest");
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const std::filesystem::path& dir_;
+  std::atomic<uint64_t>* counter_;
+  rocksdb::IngestExternalFileOptions options_;
+  std::vector<std::string> paths_;
+  std::vector<rocksdb::IngestExternalFileArg> args_;
+};
+
+}  // namespace
+
 Status MetaStore::IngestNewRows(const std::string& coll, uint64_t gen,
                                 uint64_t first,
                                 std::span<const Record> records) {
@@ -390,55 +447,19 @@ Status MetaStore::IngestNewRows(const std::string& coll, uint64_t gen,
     }
   }
 
-  // One file a column family; removed on every path (after a successful
-  // ingestion RocksDB has linked it into the store).
-  std::vector<std::string> paths;
-  struct Cleanup {
-    std::vector<std::string>& paths;
-    ~Cleanup() {
-      std::error_code ec;
-      for (const auto& p : paths) std::filesystem::remove(p, ec);
-    }
-  } cleanup{paths};
-  std::vector<rocksdb::IngestExternalFileArg> args;
-  rocksdb::IngestExternalFileOptions io;
-  io.move_files = true;  // link, not copy (falls back to a copy)
-  // Writes (key, value) pairs, already in key order, as one table file for
-  // `cf`.
-  auto write_file = [&](int cf, size_t n, const auto& entry) -> Status {
-    if (n == 0) return OkStatus();
-    const std::string path =
-        (ingest_dir_ /
-         ("b" + std::to_string(ingest_files_.fetch_add(1)) + ".sst"))
-            .string();
-    paths.push_back(path);
-    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(),
-                                  db_->GetOptions(cfs_[cf]), cfs_[cf]);
-    ZV_RETURN_IF_ERROR(FromRocks(writer.Open(path), "ingest open " + path));
-    for (size_t i = 0; i < n; ++i) {
-      auto [key, value] = entry(i);
-      ZV_RETURN_IF_ERROR(FromRocks(writer.Put(key, value), "ingest put"));
-    }
-    ZV_RETURN_IF_ERROR(FromRocks(writer.Finish(), "ingest finish " + path));
-    rocksdb::IngestExternalFileArg arg;
-    arg.column_family = cfs_[cf];
-    arg.external_files = {path};
-    arg.options = io;
-    args.push_back(std::move(arg));
-    return OkStatus();
-  };
+  IngestFiles files(db_.get(), ingest_dir_, &ingest_files_);
   const std::string gen_prefix = GenPrefix(coll, gen);
   auto row_key = [&](size_t i) {
     std::string k = gen_prefix;
     PutBe64(&k, first + i);
     return k;
   };
-  ZV_RETURN_IF_ERROR(write_file(kIds, ids.size(), [&](size_t i) {
+  ZV_RETURN_IF_ERROR(files.Add(cfs_[kIds], ids.size(), [&](size_t i) {
     return std::pair<rocksdb::Slice, rocksdb::Slice>(ids[i].first,
                                                      ids[i].second);
   }));
   std::string key, value;
-  ZV_RETURN_IF_ERROR(write_file(kRows, records.size(), [&](size_t i) {
+  ZV_RETURN_IF_ERROR(files.Add(cfs_[kRows], records.size(), [&](size_t i) {
     key = row_key(i);
     value = EncodeRecord(records[i]);
     return std::pair<rocksdb::Slice, rocksdb::Slice>(key, value);
@@ -448,13 +469,13 @@ Status MetaStore::IngestNewRows(const std::string& coll, uint64_t gen,
   for (size_t i = 0; i < records.size(); ++i) {
     if (!records[i].text.empty()) with_text.push_back(i);
   }
-  ZV_RETURN_IF_ERROR(write_file(kDocuments, with_text.size(), [&](size_t j) {
-    key = row_key(with_text[j]);
-    return std::pair<rocksdb::Slice, rocksdb::Slice>(
-        key, records[with_text[j]].text);
-  }));
-  // Atomic across the column families.
-  return FromRocks(db_->IngestExternalFiles(args), "ingest");
+  ZV_RETURN_IF_ERROR(
+      files.Add(cfs_[kDocuments], with_text.size(), [&](size_t j) {
+        key = row_key(with_text[j]);
+        return std::pair<rocksdb::Slice, rocksdb::Slice>(
+            key, records[with_text[j]].text);
+      }));
+  return files.Ingest();
 }
 
 // ----------------------------------------------------------------------------

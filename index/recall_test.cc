@@ -45,7 +45,7 @@ class RecallTest : public ::testing::Test {
 
   // Builds a collection of all rows with `descriptor` (kept alive in db_).
   std::shared_ptr<Collection> Build(const std::string& descriptor) {
-    dir_ = testing::NewTempDir("recall");
+    dir_ = testing::MakeTempDir("recall");
     auto db = Database::Open(dir_);
     EXPECT_TRUE(db.ok());
     db_ = std::move(*db);

@@ -10,18 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
 #include "index/collection.h"
 
 namespace zv::index::testing {
 
-inline std::filesystem::path NewTempDir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      (std::filesystem::path(base ? base : "/tmp") / (tag + "-XXXXXX"))
-          .string();
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  return pattern;
-}
+using zv::testing::MakeTempDir;  // base/test_util.h
 
 inline std::vector<float> RandomVectors(size_t n, uint32_t dim, uint64_t seed,
                                         bool normalise = false) {

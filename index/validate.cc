@@ -3,8 +3,6 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "index/ann_index.h"
-#include "index/filter.h"
 #include "index/text_rules.h"
 
 namespace zv::index {
@@ -29,7 +27,8 @@ Status ValidateCollectionName(const std::string& name) {
   return OkStatus();
 }
 
-Status ValidateCollectionOptions(const CollectionOptions& options) {
+StatusOr<IndexKind> ValidateCollectionOptions(
+    const CollectionOptions& options) {
   if (options.dim == 0 || options.dim > shm::kMaxDim) {
     return InvalidArgumentError("options.dim must be in [1, " +
                                 std::to_string(shm::kMaxDim) + "], got " +
@@ -47,7 +46,63 @@ Status ValidateCollectionOptions(const CollectionOptions& options) {
     return InvalidArgumentError("options.default_ttl_ms must be >= 0, got " +
                                 std::to_string(options.default_ttl_ms));
   }
-  return ParseDescriptor(options.index.descriptor, options.dim).status();
+  return ParseDescriptor(options.index.descriptor, options.dim);
+}
+
+IdRule CheckIdRule(std::string_view id) {
+  if (id.empty()) return IdRule::kEmpty;
+  if (id.size() > kMaxIdBytes) return IdRule::kTooLong;
+  return IdRule::kOk;
+}
+
+namespace {
+
+// The index's wording of CheckIdRule's breaches.
+Status CheckIdBytes(const std::string& field, std::string_view id) {
+  switch (CheckIdRule(id)) {
+    case IdRule::kOk:
+      return OkStatus();
+    case IdRule::kEmpty:
+      return InvalidArgumentError(field + " is empty");
+    case IdRule::kTooLong:
+      break;
+  }
+  return InvalidArgumentError(field + " is " + std::to_string(id.size()) +
+                              " bytes; the limit is " +
+                              std::to_string(kMaxIdBytes));
+}
+
+}  // namespace
+
+Status CheckMetadataEntry(const std::string& field, const std::string& key,
+                          const std::string& value) {
+  if (key.empty()) return InvalidArgumentError(field + " has an empty key");
+  if (Status s = CheckUtf8(key); !s.ok()) return s.WithContext(field + " key");
+  if (Status s = CheckUtf8(value); !s.ok())
+    return s.WithContext(field + "[" + key + "]");
+  return OkStatus();
+}
+
+Status CheckTimestampRange(int64_t min_timestamp_ms, int64_t max_timestamp_ms) {
+  if (min_timestamp_ms > max_timestamp_ms) {
+    return InvalidArgumentError("filter.min_timestamp_ms (" +
+                                std::to_string(min_timestamp_ms) +
+                                ") is greater than filter.max_timestamp_ms (" +
+                                std::to_string(max_timestamp_ms) + ")");
+  }
+  return OkStatus();
+}
+
+Status ValidateFilter(const Filter& filter) {
+  if (filter.min_timestamp_ms && filter.max_timestamp_ms) {
+    ZV_RETURN_IF_ERROR(CheckTimestampRange(*filter.min_timestamp_ms,
+                                           *filter.max_timestamp_ms));
+  }
+  for (const auto& [key, value] : filter.metadata_equals) {
+    if (key.empty())
+      return InvalidArgumentError("filter.metadata_equals: empty key");
+  }
+  return OkStatus();
 }
 
 Status ValidateRecords(std::span<const Record> records) {
@@ -56,12 +111,7 @@ Status ValidateRecords(std::span<const Record> records) {
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     const auto field = [i] { return "records[" + std::to_string(i) + "]"; };
-    if (r.id.empty()) return InvalidArgumentError(field() + ".id is empty");
-    if (r.id.size() > kMaxIdBytes) {
-      return InvalidArgumentError(
-          field() + ".id is " + std::to_string(r.id.size()) +
-          " bytes; the limit is " + std::to_string(kMaxIdBytes));
-    }
+    ZV_RETURN_IF_ERROR(CheckIdBytes(field() + ".id", r.id));
     if (Status s = CheckUtf8(r.id); !s.ok())
       return s.WithContext(field() + ".id");
     if (!seen.insert(r.id).second) {
@@ -79,12 +129,7 @@ Status ValidateRecords(std::span<const Record> records) {
                                   std::to_string(r.expires_at_ms) + ")");
     }
     for (const auto& [key, value] : r.metadata) {
-      if (key.empty())
-        return InvalidArgumentError(field() + ".metadata has an empty key");
-      if (Status s = CheckUtf8(key); !s.ok())
-        return s.WithContext(field() + ".metadata key");
-      if (Status s = CheckUtf8(value); !s.ok())
-        return s.WithContext(field() + ".metadata[" + key + "]");
+      ZV_RETURN_IF_ERROR(CheckMetadataEntry(field() + ".metadata", key, value));
     }
   }
   return OkStatus();
@@ -219,15 +264,8 @@ Status ValidateRecency(const Recency& r) {
 }
 
 Status ValidateIds(std::span<const std::string> ids) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i].empty())
-      return InvalidArgumentError("ids[" + std::to_string(i) + "] is empty");
-    if (ids[i].size() > kMaxIdBytes) {
-      return InvalidArgumentError("ids[" + std::to_string(i) +
-                                  "] is longer than " +
-                                  std::to_string(kMaxIdBytes) + " bytes");
-    }
-  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    ZV_RETURN_IF_ERROR(CheckIdBytes("ids[" + std::to_string(i) + "]", ids[i]));
   return OkStatus();
 }
 

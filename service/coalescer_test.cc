@@ -21,7 +21,7 @@ constexpr int kThreads = 16, kRounds = 8;
 class CoalescerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = index::Database::Open(index::testing::NewTempDir("coalescer"));
+    auto db = index::Database::Open(index::testing::MakeTempDir("coalescer"));
     ASSERT_TRUE(db.ok());
     db_ = std::move(db).value();
     index::CollectionOptions o;

@@ -5,7 +5,9 @@
 #include <unordered_set>
 
 #include "index/collection.h"
+#include "index/descriptor.h"
 #include "index/text_rules.h"
+#include "index/validate.h"
 
 namespace zv::service {
 namespace {
@@ -40,12 +42,17 @@ Status CheckBatchSize(std::string_view field, int n, const Limits& limits) {
   return OkStatus();
 }
 
+// The index's id rule, in the service's words.
 Status CheckId(std::string_view field, const std::string& id) {
-  if (id.empty()) return Invalid(field, "empty id");
-  if (id.size() > index::kMaxIdBytes) {
-    return Invalid(field, "id of " + std::to_string(id.size()) +
-                              " bytes, the limit is " +
-                              std::to_string(index::kMaxIdBytes));
+  switch (index::CheckIdRule(id)) {
+    case index::IdRule::kOk:
+      break;
+    case index::IdRule::kEmpty:
+      return Invalid(field, "empty id");
+    case index::IdRule::kTooLong:
+      return Invalid(field, "id of " + std::to_string(id.size()) +
+                                " bytes, the limit is " +
+                                std::to_string(index::kMaxIdBytes));
   }
   return CheckUtf8(field, id);
 }
@@ -158,14 +165,11 @@ Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
                                 std::to_string(kMaxIndexDescriptorBytes) +
                                 " bytes");
   }
-  for (char c : req.index()) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != ',' && c != '_') {
-      return Invalid("index",
-                     "unexpected character in descriptor \"" + req.index() +
-                         "\" (e.g. \"Flat\", \"HNSW32\", \"IVF1024,PQ32\")");
-    }
-  }
-  return OkStatus();
+  // The index's descriptor rule, against the dimension the collection will
+  // have (the model's when the request names none).
+  const uint32_t dim = req.dim() != 0 ? req.dim() : model_dim;
+  return index::ParseDescriptor(req.index().empty() ? "Flat" : req.index(), dim)
+      .status();
 }
 
 Status ValidateUpsert(const zerovec::v1::UpsertRequest& req,
@@ -259,8 +263,12 @@ Status ValidateFilter(const zerovec::v1::Filter& filter) {
   if (filter.max_timestamp_ms() < 0) {
     return Invalid("filter.max_timestamp_ms", "negative");
   }
+  // 0 is proto3's "unset": no upper bound. The index's range rule, in the
+  // service's words.
   if (filter.max_timestamp_ms() != 0 &&
-      filter.min_timestamp_ms() > filter.max_timestamp_ms()) {
+      !index::CheckTimestampRange(filter.min_timestamp_ms(),
+                                  filter.max_timestamp_ms())
+           .ok()) {
     return Invalid("filter", "min_timestamp_ms " +
                                  std::to_string(filter.min_timestamp_ms()) +
                                  " is after max_timestamp_ms " +

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "index/collection.h"
 #include "service/server.h"
 #include "zerovec/v1/zerovec.pb.h"
 
@@ -19,7 +20,7 @@ inline constexpr int kMaxMetadataEntries = 64;
 inline constexpr size_t kMaxMetadataKeyBytes = 256;
 inline constexpr size_t kMaxMetadataValueBytes = 4096;
 inline constexpr size_t kMaxIndexDescriptorBytes = 64;
-inline constexpr uint32_t kMaxDim = 65536;
+inline constexpr uint32_t kMaxDim = index::kMaxDim;
 inline constexpr int kDefaultK = 10;
 
 // `model_dim` is the server model's dimension, 0 when it has none.

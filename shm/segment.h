@@ -2,6 +2,7 @@
 // publication.
 //
 // On-disk layout (all integers little-endian; see README "Segment format"):
+// clang-format off
 //   <dir>/LOCK           flock()ed by the single writer; released by the
 //                        kernel on death.
 //   <dir>/vectors.NNNNN  extents, each mapped MAP_SHARED. Extent i holds
@@ -17,6 +18,7 @@
 //                  (so a zero-padded query gives exact IP and L2 over it).
 //     ids          extent rows x int64 external ids.
 //     tombstones   bitmap, one bit a row, in 64-bit atomic words.
+// clang-format on
 // Growth adds extents and never remaps one a reader holds. The writer fills
 // rows past the committed count, then publishes them with a store-release of
 // the count; readers load-acquire it and read only [0, committed).

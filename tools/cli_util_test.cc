@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/test_util.h"
+
 namespace zv::tools {
 namespace {
 
@@ -41,7 +43,8 @@ TEST(FlagsTest, GetDouble) {
 }
 
 TEST(ReadVectorFileTest, AcceptsJsonAndWhitespace) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/v.txt";
+  const std::string path =
+      (zv::testing::MakeTempDir("cli_util_test") / "v.txt").string();
   std::ofstream(path) << "[1, 2.5,\n -3]";
   auto v = ReadVectorFile(path);
   ASSERT_TRUE(v.ok());

@@ -89,6 +89,83 @@ struct Field {
   }
 };
 
+// "id": a string or an integer; the line number when absent.
+Status ReadId(const Field& field, int64_t line_number, std::string* id_out) {
+  if (!field.given) {
+    SetLineId(line_number, id_out);
+  } else if (std::string_view s; !field.value.get_string().get(s)) {
+    id_out->assign(s);
+  } else if (int64_t i; !field.value.get_int64().get(i)) {
+    id_out->assign(std::to_string(i));
+  } else if (uint64_t u; !field.value.get_uint64().get(u)) {
+    id_out->assign(std::to_string(u));
+  } else {
+    return LineError(line_number, "\"id\" must be a string or an integer");
+  }
+  if (id_out->empty()) return LineError(line_number, "\"id\" is empty");
+  if (id_out->size() > kMaxCorpusIdBytes) {
+    return LineError(
+        line_number,
+        "\"id\" longer than " + std::to_string(kMaxCorpusIdBytes) + " bytes");
+  }
+  return OkStatus();
+}
+
+// "vector": a non-empty array of at most kMaxCorpusVectorDim numbers that fit
+// a float.
+Status ReadVector(dom::element value, int64_t line_number,
+                  std::vector<float>* values_out) {
+  dom::array values;
+  if (value.get_array().get(values) || values.size() == 0) {
+    return LineError(line_number,
+                     "\"vector\" must be a non-empty array of numbers");
+  }
+  // dom::array::size() saturates at 0xFFFFFF, far above the bound.
+  if (values.size() > kMaxCorpusVectorDim) {
+    return LineError(line_number, "\"vector\" longer than " +
+                                      std::to_string(kMaxCorpusVectorDim));
+  }
+  values_out->reserve(values.size());
+  for (dom::element x : values) {
+    double v;
+    if (x.get_double().get(v)) {  // integers convert; anything else fails
+      return LineError(line_number, "\"vector\"[" +
+                                        std::to_string(values_out->size()) +
+                                        "] is not a number");
+    }
+    // simdjson rejects overflowing literals, so finite; float may not be.
+    if (!std::isfinite(v) || std::fabs(v) > FLT_MAX) {
+      return LineError(line_number, "\"vector\"[" +
+                                        std::to_string(values_out->size()) +
+                                        "] is out of float range");
+    }
+    values_out->push_back(static_cast<float>(v));
+  }
+  return OkStatus();
+}
+
+// "metadata": an object with non-empty keys; non-string values kept as
+// minified JSON.
+Status ReadMetadata(dom::element json, int64_t line_number,
+                    std::map<std::string, std::string>* metadata_out) {
+  dom::object entries;
+  if (json.get_object().get(entries)) {
+    return LineError(line_number, "\"metadata\" must be an object");
+  }
+  for (dom::key_value_pair entry : entries) {
+    if (entry.key.empty()) {
+      return LineError(line_number, "\"metadata\" has an empty key");
+    }
+    std::string& value = (*metadata_out)[std::string(entry.key)];
+    if (std::string_view s; !entry.value.get_string().get(s)) {
+      value.assign(s);
+    } else {
+      value = simdjson::minify(entry.value);
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 // One simdjson parser, reused line after line (it keeps its buffers).
@@ -146,51 +223,10 @@ Status JsonlParser::Parse(const char* data, size_t len, bool padded,
     }
   }
 
-  if (!id.given) {
-    SetLineId(line_number, &out->id);
-  } else if (std::string_view s; !id.value.get_string().get(s)) {
-    out->id.assign(s);
-  } else if (int64_t i; !id.value.get_int64().get(i)) {
-    out->id.assign(std::to_string(i));
-  } else if (uint64_t u; !id.value.get_uint64().get(u)) {
-    out->id.assign(std::to_string(u));
-  } else {
-    return LineError(line_number, "\"id\" must be a string or an integer");
-  }
-  if (out->id.empty()) return LineError(line_number, "\"id\" is empty");
-  if (out->id.size() > kMaxCorpusIdBytes) {
-    return LineError(
-        line_number,
-        "\"id\" longer than " + std::to_string(kMaxCorpusIdBytes) + " bytes");
-  }
+  ZV_RETURN_IF_ERROR(ReadId(id, line_number, &out->id));
 
   if (vector.given) {
-    dom::array values;
-    if (vector.value.get_array().get(values) || values.size() == 0) {
-      return LineError(line_number,
-                       "\"vector\" must be a non-empty array of numbers");
-    }
-    // dom::array::size() saturates at 0xFFFFFF, far above the bound.
-    if (values.size() > kMaxCorpusVectorDim) {
-      return LineError(line_number, "\"vector\" longer than " +
-                                        std::to_string(kMaxCorpusVectorDim));
-    }
-    out->vector.reserve(values.size());
-    for (dom::element x : values) {
-      double v;
-      if (x.get_double().get(v)) {  // integers convert; anything else fails
-        return LineError(line_number, "\"vector\"[" +
-                                          std::to_string(out->vector.size()) +
-                                          "] is not a number");
-      }
-      // simdjson rejects overflowing literals, so finite; float may not be.
-      if (!std::isfinite(v) || std::fabs(v) > FLT_MAX) {
-        return LineError(line_number, "\"vector\"[" +
-                                          std::to_string(out->vector.size()) +
-                                          "] is out of float range");
-      }
-      out->vector.push_back(static_cast<float>(v));
-    }
+    ZV_RETURN_IF_ERROR(ReadVector(vector.value, line_number, &out->vector));
   }
 
   if (out->vector.empty() || text.given) {
@@ -211,21 +247,8 @@ Status JsonlParser::Parse(const char* data, size_t len, bool padded,
   }
 
   if (metadata.given) {
-    dom::object entries;
-    if (metadata.value.get_object().get(entries)) {
-      return LineError(line_number, "\"metadata\" must be an object");
-    }
-    for (dom::key_value_pair entry : entries) {
-      if (entry.key.empty()) {
-        return LineError(line_number, "\"metadata\" has an empty key");
-      }
-      std::string& value = out->metadata[std::string(entry.key)];
-      if (std::string_view s; !entry.value.get_string().get(s)) {
-        value.assign(s);
-      } else {
-        value = simdjson::minify(entry.value);
-      }
-    }
+    ZV_RETURN_IF_ERROR(
+        ReadMetadata(metadata.value, line_number, &out->metadata));
   }
 
   for (Field* ts : {&timestamp_ms, &timestamp}) {

@@ -295,8 +295,16 @@ StatusOr<std::unique_ptr<VectorFile>> VectorFile::Open(
   return file;
 }
 
-Status VectorFile::ParseNpy() {
-  const std::string_view file(map_, map_bytes_);
+namespace {
+
+// Where the .npy header lies: [start, start + length), after the magic and a
+// format version this reads (1.0: uint16 length; 2.0 and 3.0: uint32).
+struct NpyHeaderSpan {
+  uint64_t start = 0;
+  uint64_t length = 0;
+};
+
+StatusOr<NpyHeaderSpan> ReadNpyPreamble(std::string_view file) {
   if (file.substr(0, kNpyMagic.size()) != kNpyMagic) {
     return InvalidArgumentError("not a .npy file (bad magic)");
   }
@@ -311,32 +319,34 @@ Status VectorFile::ParseNpy() {
         "unsupported .npy format version " + std::to_string(major) + "." +
         std::to_string(minor) + " (1.0, 2.0 and 3.0 are read)");
   }
-  // 1.0: uint16 header length; 2.0 and 3.0: uint32. Little-endian.
-  uint64_t header_start, header_len;
+  // Little-endian lengths.
+  NpyHeaderSpan span;
   if (major == 1) {
-    header_start = 10;
-    header_len = uint8_t(file[8]) | uint64_t(uint8_t(file[9])) << 8;
+    span.start = 10;
+    span.length = uint8_t(file[8]) | uint64_t(uint8_t(file[9])) << 8;
   } else {
     if (file.size() < 12) {
       return InvalidArgumentError("truncated: " + std::to_string(file.size()) +
                                   " bytes, shorter than the .npy preamble");
     }
-    header_start = 12;
-    header_len = LoadLe32(file.data() + 8);
+    span.start = 12;
+    span.length = LoadLe32(file.data() + 8);
   }
-  if (header_len > kMaxNpyHeaderBytes) {
-    return InvalidArgumentError("header length " + std::to_string(header_len) +
+  if (span.length > kMaxNpyHeaderBytes) {
+    return InvalidArgumentError("header length " + std::to_string(span.length) +
                                 " is implausibly large");
   }
-  if (header_start + header_len > file.size()) {
+  if (span.start + span.length > file.size()) {
     return InvalidArgumentError("truncated: the header (" +
-                                std::to_string(header_len) +
+                                std::to_string(span.length) +
                                 " bytes) runs past the end of the file (" +
                                 std::to_string(file.size()) + " bytes)");
   }
-  NpyHeader header;
-  ZV_RETURN_IF_ERROR(
-      NpyHeaderParser(file.substr(header_start, header_len)).Parse(&header));
+  return span;
+}
+
+// The array this reads: C-order little-endian float32, 2-D (rows, dim).
+Status CheckNpyArray(const NpyHeader& header) {
   if (header.descr != "<f4") {
     return InvalidArgumentError(
         "dtype " + Quote(header.descr) +
@@ -353,13 +363,26 @@ Status VectorFile::ParseNpy() {
                                 std::to_string(header.shape.size()) +
                                 "-D; expected 2-D (rows, dim)");
   }
-  const uint64_t rows = header.shape[0], dim = header.shape[1];
+  const uint64_t dim = header.shape[1];
   if (dim < 1 || dim > kMaxVectorFileDim) {
     return InvalidArgumentError("dim " + std::to_string(dim) +
                                 " out of range 1.." +
                                 std::to_string(kMaxVectorFileDim));
   }
-  const uint64_t data_offset = header_start + header_len;
+  return OkStatus();
+}
+
+}  // namespace
+
+Status VectorFile::ParseNpy() {
+  const std::string_view file(map_, map_bytes_);
+  ZV_ASSIGN_OR_RETURN(const NpyHeaderSpan span, ReadNpyPreamble(file));
+  NpyHeader header;
+  ZV_RETURN_IF_ERROR(
+      NpyHeaderParser(file.substr(span.start, span.length)).Parse(&header));
+  ZV_RETURN_IF_ERROR(CheckNpyArray(header));
+  const uint64_t rows = header.shape[0], dim = header.shape[1];
+  const uint64_t data_offset = span.start + span.length;
   // numpy pads the header to a multiple of 64; floats need at least 4.
   if (data_offset % alignof(float) != 0) {
     return InvalidArgumentError("data offset " + std::to_string(data_offset) +

@@ -10,14 +10,16 @@
 #include <utility>
 #include <vector>
 
+#include "base/test_util.h"
+
 namespace zv::tools {
 namespace {
 
 namespace fs = std::filesystem;
 
 fs::path TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? fs::path(dir) : fs::temp_directory_path();
+  static const fs::path dir = zv::testing::MakeTempDir("vector_file_test");
+  return dir;
 }
 
 fs::path WriteFile(const std::string& name, const std::string& bytes) {

@@ -31,24 +31,26 @@ using zv::OkStatus;
 using zv::Status;
 using zv::StatusOr;
 
-#define MB_CUDA(expr)                                                    \
-  do {                                                                   \
-    const cudaError_t e_ = (expr);                                       \
-    if (e_ != cudaSuccess)                                               \
+#define MB_CUDA(expr)                                                         \
+  do {                                                                        \
+    const cudaError_t e_ = (expr);                                            \
+    if (e_ != cudaSuccess)                                                    \
       return InternalError(std::string(#expr ": ") + cudaGetErrorString(e_)); \
   } while (0)
-#define MB_BLAS(expr)                                                     \
-  do {                                                                    \
-    const cublasStatus_t s_ = (expr);                                     \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                      \
-      return InternalError(std::string(#expr ": ") + cublasGetStatusString(s_)); \
+#define MB_BLAS(expr)                                  \
+  do {                                                 \
+    const cublasStatus_t s_ = (expr);                  \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                   \
+      return InternalError(std::string(#expr ": ") +   \
+                           cublasGetStatusString(s_)); \
   } while (0)
 
 namespace {
 
 // Teardown where no Status can be returned (a destructor): say what failed.
 void WarnIfError(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) std::fprintf(stderr, "mirror: %s: %s\n", what, cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    std::fprintf(stderr, "mirror: %s: %s\n", what, cudaGetErrorString(e));
 }
 void WarnIfError(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -59,7 +61,8 @@ template <typename T>
 Status UploadAs(const std::vector<float>& host, T** dev) {
   MB_CUDA(cudaMalloc(reinterpret_cast<void**>(dev), host.size() * sizeof(T)));
   if constexpr (std::is_same_v<T, float>) {
-    MB_CUDA(cudaMemcpy(*dev, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    MB_CUDA(
+        cudaMemcpy(*dev, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
   } else {
     std::vector<half> h(host.size());
     for (size_t i = 0; i < host.size(); ++i) h[i] = __float2half_rn(host[i]);
@@ -79,7 +82,9 @@ __global__ void FillRandom(T* p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
     unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
     p[i] = T(float(x & 0xFFFF) / 32768.f - 1.f);
   }
 }
@@ -111,7 +116,8 @@ struct Mirror::Impl {
   std::vector<cudaEvent_t> events;
 
   ~Impl() {
-    if (stream) WarnIfError(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (stream)
+      WarnIfError(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     for (auto e : events) WarnIfError(cudaEventDestroy(e), "cudaEventDestroy");
     if (blas) WarnIfError(cublasDestroy(blas), "cublasDestroy");
     if (stream) WarnIfError(cudaStreamDestroy(stream), "cudaStreamDestroy");
@@ -139,8 +145,8 @@ struct Mirror::Impl {
 Mirror::Mirror() : impl_(std::make_unique<Impl>()) {}
 Mirror::~Mirror() = default;
 
-StatusOr<std::unique_ptr<Mirror>> Mirror::Create(const zv::embed::Checkpoint& ck,
-                                                int max_tokens, int max_seqs) {
+StatusOr<std::unique_ptr<Mirror>> Mirror::Create(
+    const zv::embed::Checkpoint& ck, int max_tokens, int max_seqs) {
   std::unique_ptr<Mirror> m(new Mirror());
   Impl& I = *m->impl_;
   I.c = ck.config;
@@ -181,8 +187,10 @@ StatusOr<std::unique_ptr<Mirror>> Mirror::Create(const zv::embed::Checkpoint& ck
   I.in_bytes = (3 * t + 2) * 4 + size_t(max_seqs) * 8 + 8;
   MB_CUDA(cudaHostAlloc(&I.in_host, I.in_bytes, cudaHostAllocDefault));
   MB_CUDA(cudaMalloc(&I.in_dev, I.in_bytes));
-  MB_CUDA(cudaHostAlloc(&I.out_host, size_t(max_seqs) * h * 4, cudaHostAllocMapped));
-  MB_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&I.out_dev), I.out_host, 0));
+  MB_CUDA(cudaHostAlloc(&I.out_host, size_t(max_seqs) * h * 4,
+                        cudaHostAllocMapped));
+  MB_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&I.out_dev),
+                                   I.out_host, 0));
   I.events.resize(2 + 12 * I.layers.size() + 8);
   for (auto& e : I.events) MB_CUDA(cudaEventCreate(&e));
   return m;
@@ -194,7 +202,8 @@ Status Mirror::Prepare(const zv::embed::TokenBatch& batch) {
   Impl& I = *impl_;
   I.t = static_cast<int>(batch.ids.size());
   I.b = static_cast<int>(batch.size());
-  if (I.t > I.max_tokens || I.b > I.max_seqs) return InternalError("batch too big");
+  if (I.t > I.max_tokens || I.b > I.max_seqs)
+    return InternalError("batch too big");
   int* ids = reinterpret_cast<int*>(I.in_host);
   int* pos = ids + I.t;
   int* off = pos + I.t;
@@ -208,9 +217,11 @@ Status Mirror::Prepare(const zv::embed::TokenBatch& batch) {
   std::memcpy(off, batch.offsets.data(), (I.b + 1) * 4);
   const size_t ptr_at = (size_t(2 * I.t + I.b + 1) * 4 + 7) / 8 * 8;
   float** ptrs = reinterpret_cast<float**>(I.in_host + ptr_at);
-  for (int s = 0; s < I.b; ++s) ptrs[s] = I.out_dev + size_t(s) * I.c.hidden_size;
+  for (int s = 0; s < I.b; ++s)
+    ptrs[s] = I.out_dev + size_t(s) * I.c.hidden_size;
   I.in_bytes = ptr_at + I.b * 8;
-  MB_CUDA(cudaMemcpyAsync(I.in_dev, I.in_host, I.in_bytes, cudaMemcpyHostToDevice, I.stream));
+  MB_CUDA(cudaMemcpyAsync(I.in_dev, I.in_host, I.in_bytes,
+                          cudaMemcpyHostToDevice, I.stream));
   MB_CUDA(cudaStreamSynchronize(I.stream));
   return OkStatus();
 }
@@ -224,7 +235,8 @@ StatusOr<double> Mirror::Run(bool with_h2d, PhaseMs* phases) {
   const int* d_pos = d_ids + t;
   const int* d_off = d_pos + t;
   float* const* d_ptrs = reinterpret_cast<float* const*>(I.in_dev + ptr_at);
-  std::vector<std::pair<std::string, int>> marks;  // phase name, event index after it
+  std::vector<std::pair<std::string, int>>
+      marks;  // phase name, event index after it
   int ev = 0;
   auto mark = [&](const char* name) -> Status {
     if (!phases) return OkStatus();
@@ -234,7 +246,8 @@ StatusOr<double> Mirror::Run(bool with_h2d, PhaseMs* phases) {
   };
   MB_CUDA(cudaEventRecord(I.events[0], I.stream));
   if (with_h2d) {
-    MB_CUDA(cudaMemcpyAsync(I.in_dev, I.in_host, I.in_bytes, cudaMemcpyHostToDevice, I.stream));
+    MB_CUDA(cudaMemcpyAsync(I.in_dev, I.in_host, I.in_bytes,
+                            cudaMemcpyHostToDevice, I.stream));
     ZV_RETURN_IF_ERROR(mark("h2d_inputs"));
   }
   const int wpb = 4;
@@ -259,7 +272,8 @@ StatusOr<double> Mirror::Run(bool with_h2d, PhaseMs* phases) {
     ZV_RETURN_IF_ERROR(I.Gemm(I.x, l.ffn_in_w, I.ffn, t, f, h));
     ZV_RETURN_IF_ERROR(mark("gemm_ffn_in"));
     const size_t pairs = size_t(t) * f / 2;
-    const int gelu_blocks = static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
+    const int gelu_blocks =
+        static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
     k::BiasGeluKernel<<<gelu_blocks, 256, 0, I.stream>>>(
         reinterpret_cast<half2*>(I.ffn), pairs, f / 2,
         reinterpret_cast<const float2*>(l.ffn_in_b));
@@ -318,8 +332,8 @@ StatusOr<double> GemmTflops(const std::string& dtype, int n, int reps) {
   std::vector<double> ms;
   for (int r = 0; r < reps + 3; ++r) {
     MB_CUDA(cudaEventRecord(e0));
-    MB_BLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, ty, n, bm,
-                         ty, n, &zero, cm, ty, n, CUBLAS_COMPUTE_32F,
+    MB_BLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, ty, n,
+                         bm, ty, n, &zero, cm, ty, n, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT));
     MB_CUDA(cudaEventRecord(e1));
     MB_CUDA(cudaEventSynchronize(e1));
@@ -355,7 +369,8 @@ StatusOr<double> ShapeTflops(int t, int n, int kk, int reps) {
     MB_CUDA(cudaEventRecord(e0));
     MB_BLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, t, kk, &one, w,
                          CUDA_R_16F, kk, x, CUDA_R_16F, kk, &zero, y,
-                         CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                         CUDA_R_16F, n, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT));
     MB_CUDA(cudaEventRecord(e1));
     MB_CUDA(cudaEventSynchronize(e1));
     float v = 0;
@@ -374,17 +389,19 @@ StatusOr<double> ShapeTflops(int t, int n, int kk, int reps) {
 std::string GpuName() {
   cudaDeviceProp p;
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "?";
-  return std::string(p.name) + ", " + std::to_string(p.multiProcessorCount) + " SMs, cc " +
-         std::to_string(p.major) + "." + std::to_string(p.minor);
+  return std::string(p.name) + ", " + std::to_string(p.multiProcessorCount) +
+         " SMs, cc " + std::to_string(p.major) + "." + std::to_string(p.minor);
 }
 
 std::string DriverAndRuntime() {
   int d = 0, r = 0;
-  if (cudaDriverGetVersion(&d) != cudaSuccess || cudaRuntimeGetVersion(&r) != cudaSuccess) {
+  if (cudaDriverGetVersion(&d) != cudaSuccess ||
+      cudaRuntimeGetVersion(&r) != cudaSuccess) {
     return "?";
   }
-  return "driver API " + std::to_string(d / 1000) + "." + std::to_string(d % 1000 / 10) +
-         ", runtime " + std::to_string(r / 1000) + "." + std::to_string(r % 1000 / 10);
+  return "driver API " + std::to_string(d / 1000) + "." +
+         std::to_string(d % 1000 / 10) + ", runtime " +
+         std::to_string(r / 1000) + "." + std::to_string(r % 1000 / 10);
 }
 
 }  // namespace zvbench

@@ -242,24 +242,4 @@ StatusOr<std::vector<ReferenceVector>> ReadReference(const fs::path& path) {
   return out;
 }
 
-double Cosine(const float* a, const float* b, int n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (int i = 0; i < n; ++i) {
-    ab += double{a[i]} * b[i];
-    aa += double{a[i]} * a[i];
-    bb += double{b[i]} * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
-fs::path MakeTempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(base ? base : "/tmp") /
-                 (name + "." + std::to_string(::getpid()) + "." +
-                  std::to_string(std::rand()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 }  // namespace zv::embed::testing

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/test_util.h"
 
 namespace zv::embed::testing {
 
@@ -70,10 +71,9 @@ struct ReferenceVector {
 StatusOr<std::vector<ReferenceVector>> ReadReference(
     const std::filesystem::path& path);
 
-double Cosine(const float* a, const float* b, int n);
-
-// A fresh directory under TEST_TMPDIR (or /tmp).
-std::filesystem::path MakeTempDir(const std::string& name);
+// base/test_util.h's, under this namespace's name.
+using zv::testing::Cosine;
+using zv::testing::MakeTempDir;
 
 }  // namespace zv::embed::testing
 

@@ -12,17 +12,6 @@
 
 namespace zv::testing {
 
-std::filesystem::path MakeTempDir(const std::string& name) {
-  static std::atomic<int> counter{0};
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") /
-                              (name + "." + std::to_string(getpid()) + "." +
-                               std::to_string(counter.fetch_add(1)));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 std::vector<float> VectorFor(const std::string& id, uint32_t dim) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;

@@ -11,13 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"  // MakeTempDir, Cosine
 #include "service/server.h"
 #include "zerovec/v1/zerovec.grpc.pb.h"
 
 namespace zv::testing {
-
-// A fresh empty directory under TEST_TMPDIR (or /tmp).
-std::filesystem::path MakeTempDir(const std::string& name);
 
 // A deterministic unit vector for `id` (FNV hash seeded), dimension `dim`.
 std::vector<float> VectorFor(const std::string& id, uint32_t dim);

@@ -132,7 +132,8 @@ TEST(HybridQualityTest, GlossToLemmaHybridRecallAtLeastBothAlone) {
   const uint32_t dim = embedder->info().dim;
   const auto doc_vectors = Embed(*embedder, docs);
   const auto query_vectors = Embed(*embedder, queries);
-  auto db = index::Database::Open(index::testing::NewTempDir("hybrid_quality"));
+  auto db =
+      index::Database::Open(index::testing::MakeTempDir("hybrid_quality"));
   ASSERT_TRUE(db.ok());
   auto c = Load(**db, "wordnet", docs, doc_vectors, dim);
   ASSERT_NE(c, nullptr);
@@ -185,7 +186,7 @@ TEST(HybridQualityTest, ExactRareTokensFoundByHybridNotByDense) {
   ASSERT_NE(embedder, nullptr);
   const uint32_t dim = embedder->info().dim;
   const auto doc_vectors = Embed(*embedder, docs);
-  auto db = index::Database::Open(index::testing::NewTempDir("rare_tokens"));
+  auto db = index::Database::Open(index::testing::MakeTempDir("rare_tokens"));
   ASSERT_TRUE(db.ok());
   auto c = Load(**db, "cases", docs, doc_vectors, dim);
   ASSERT_NE(c, nullptr);

@@ -1,11 +1,11 @@
-// Load test (a binary, not a test): a `zerovec serve` child on loopback, N
-// concurrent clients mixing Search and Upsert for a fixed duration, repeated
-// --runs times against the same server. Per run: QPS, p50/p99/p999 latency,
-// errors, and the server's RSS before and after (VmRSS from /proc; it must not
-// grow run over run). Results: bench/RESULTS.md.
+// Load generator (a benchmark, not a test): a `zerovec serve` child on
+// loopback, N concurrent clients mixing Search and Upsert for a fixed duration,
+// repeated --runs times against the same server. Per run: QPS, p50/p99/p999
+// latency, errors, and the server's RSS before and after (VmRSS from /proc; it
+// must not grow run over run). Results: bench/RESULTS.md.
 //
-//   bazel build -c opt //tools:zerovec //bench:load_test
-//   bazel-bin/bench/load_test --zerovec bazel-bin/tools/zerovec --clients 16 \
+//   bazel build -c opt //tools:zerovec //bench:load_gen
+//   bazel-bin/bench/load_gen --zerovec bazel-bin/tools/zerovec --clients 16 \
 //       --seconds 20 --runs 3 --upsert-percent 20 --preload 20000
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     std::ifstream(port_file) >> port;
   }
   if (port == 0) {
-    fprintf(stderr, "load_test: the server did not start (%s)\n",
+    fprintf(stderr, "load_gen: the server did not start (%s)\n",
             c.zerovec.c_str());
     kill(pid, SIGKILL);
     return 1;
@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
     if (!stub->Upsert(Ctx().get(), req, &resp).ok()) return 1;
   }
   printf(
-      "load_test: %d clients, %d s a run, %d runs, %d%% upserts (batch %d), "
+      "load_gen: %d clients, %d s a run, %d runs, %d%% upserts (batch %d), "
       "dim %d, k %d, "
       "index %s, preload %d rows\n",
       c.clients, c.seconds, c.runs, c.upsert_percent, c.upsert_batch, c.dim,
