@@ -1,3 +1,5 @@
+// Over 600 lines: the store's binary codecs, bulk ingestion and crash-safe
+// open share one private RocksDB layout (meta_store.h).
 #include "index/meta_store.h"
 
 #include <rocksdb/db.h>
