@@ -35,6 +35,56 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::vector<int> ParseBatches(const std::string& csv) {
+  std::vector<int> batches;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ',')) batches.push_back(std::stoi(item));
+  return batches;
+}
+
+std::vector<std::string> ReadTexts(const std::string& path) {
+  std::vector<std::string> texts;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) texts.push_back(line);
+  return texts;
+}
+
+// Embeds every text once in consecutive batches of `batch`; false on error.
+bool OnePass(zv::embed::Embedder& emb,
+             const std::vector<std::string_view>& views,
+             const std::vector<float*>& rows, int batch) {
+  const size_t n = views.size();
+  for (size_t i = 0; i < n; i += batch) {
+    const size_t m = std::min<size_t>(batch, n - i);
+    auto s = emb.EmbedInto({views.data() + i, m}, {rows.data() + i, m});
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// Times `reps` passes (after `warmup`) at one batch size into `secs`.
+bool TimeBatch(zv::embed::Embedder& emb,
+               const std::vector<std::string_view>& views,
+               const std::vector<float*>& rows, int batch, int warmup, int reps,
+               std::vector<double>& secs) {
+  for (int w = 0; w < warmup; ++w)
+    if (!OnePass(emb, views, rows, batch)) return false;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!OnePass(emb, views, rows, batch)) return false;
+    secs.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count());
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,19 +100,9 @@ int main(int argc, char** argv) {
   }
   const int reps = std::stoi(Arg(argc, argv, "reps", "7"));
   const int warmup = std::stoi(Arg(argc, argv, "warmup", "2"));
-  std::vector<int> batches;
-  {
-    std::stringstream ss(Arg(argc, argv, "batches", "1,32"));
-    std::string item;
-    while (std::getline(ss, item, ',')) batches.push_back(std::stoi(item));
-  }
-  std::vector<std::string> texts;
-  {
-    std::ifstream in(texts_path);
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) texts.push_back(line);
-  }
+  const std::vector<int> batches =
+      ParseBatches(Arg(argc, argv, "batches", "1,32"));
+  const std::vector<std::string> texts = ReadTexts(texts_path);
   if (texts.empty()) {
     std::fprintf(stderr, "no texts in %s\n", texts_path.c_str());
     return 1;
@@ -86,33 +126,13 @@ int main(int argc, char** argv) {
   std::vector<float*> rows(n);
   for (size_t i = 0; i < n; ++i) rows[i] = &out[i * dim];
 
-  auto one_pass = [&](int batch) -> bool {
-    for (size_t i = 0; i < n; i += batch) {
-      const size_t m = std::min<size_t>(batch, n - i);
-      auto s = (*emb)->EmbedInto({views.data() + i, m}, {rows.data() + i, m});
-      if (!s.ok()) {
-        std::fprintf(stderr, "%s\n", s.ToString().c_str());
-        return false;
-      }
-    }
-    return true;
-  };
-
   std::ostringstream json;
   json << "{\"device\":\"" << (*emb)->device_description()
        << "\",\"dim\":" << dim << ",\"texts\":" << n << ",\"results\":[";
   bool first = true;
   for (int batch : batches) {
-    for (int w = 0; w < warmup; ++w)
-      if (!one_pass(batch)) return 1;
     std::vector<double> secs;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!one_pass(batch)) return 1;
-      secs.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count());
-    }
+    if (!TimeBatch(**emb, views, rows, batch, warmup, reps, secs)) return 1;
     const double med = Median(secs);
     std::fprintf(stderr, "batch %d: median %.4f s a pass of %zu texts\n", batch,
                  med, n);

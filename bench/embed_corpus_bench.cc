@@ -25,6 +25,88 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Reads up to `limit` texts of the corpus at `path`; false (after printing
+// why) on error.
+bool ReadTexts(const std::string& path, size_t limit,
+               std::vector<std::string>& texts) {
+  auto reader =
+      zv::tools::CorpusReader::Open(path, zv::tools::GuessCorpusFormat(path));
+  if (!reader.ok()) {
+    std::fprintf(stderr, "%s\n", reader.status().message().c_str());
+    return false;
+  }
+  zv::tools::CorpusRecord rec;
+  while (texts.size() < limit) {
+    auto more = (*reader)->Next(&rec);
+    if (!more.ok()) {
+      std::fprintf(stderr, "%s\n", more.status().message().c_str());
+      return false;
+    }
+    if (!*more) break;
+    texts.push_back(std::move(rec.text));
+  }
+  return true;
+}
+
+// Tokenization alone, one thread: the CPU cost per text that every pipeline
+// stage around the encoder competes with. False (after printing why) on error.
+bool TimeTokenizerAlone(const std::string& model,
+                        const std::vector<std::string>& texts) {
+  auto ck = zv::embed::LoadCheckpoint(model);
+  if (!ck.ok()) {
+    std::fprintf(stderr, "%s\n", ck.status().message().c_str());
+    return false;
+  }
+  auto tokenizer =
+      zv::embed::Tokenizer::Create((*ck)->vocab, (*ck)->tokenizer_options);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "%s\n", tokenizer.status().message().c_str());
+    return false;
+  }
+  const size_t n = std::min<size_t>(texts.size(), 200000);
+  size_t tokens = 0;
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < n; ++i) tokens += tokenizer->Encode(texts[i]).size();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf(
+      "tokenizer alone, 1 thread: %zu texts, %.1f tokens each, %.2f us a "
+      "text = %.0f texts/s\n",
+      n, static_cast<double>(tokens) / std::max<size_t>(n, 1),
+      secs * 1e6 / std::max<size_t>(n, 1), n / secs);
+  return true;
+}
+
+// Embeds every text once, in chunks submitted as `zerovec build` does; false
+// (after printing why) on error.
+bool EmbedAllOnce(zv::embed::Embedder& embedder,
+                  const std::vector<std::string_view>& views,
+                  const std::vector<float*>& rows, size_t chunk) {
+  std::deque<std::future<zv::Status>> inflight;
+  for (size_t first = 0; first < views.size(); first += chunk) {
+    const size_t n = std::min(chunk, views.size() - first);
+    inflight.push_back(
+        embedder.Submit(std::span<const std::string_view>(&views[first], n),
+                        std::span<float* const>(&rows[first], n)));
+    // As in zerovec build: a bounded number of chunks in flight.
+    if (inflight.size() >= 4) {
+      zv::Status s = inflight.front().get();
+      inflight.pop_front();
+      if (!s.ok()) {
+        std::fprintf(stderr, "%s\n", s.message().c_str());
+        return false;
+      }
+    }
+  }
+  for (auto& f : inflight) {
+    zv::Status s = f.get();
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,52 +126,12 @@ int main(int argc, char** argv) {
   const int repeat = kv.count("--repeat") ? std::stoi(kv["--repeat"]) : 2;
 
   const auto t_read = Clock::now();
-  auto reader = zv::tools::CorpusReader::Open(
-      kv["--input"], zv::tools::GuessCorpusFormat(kv["--input"]));
-  if (!reader.ok()) {
-    std::fprintf(stderr, "%s\n", reader.status().message().c_str());
-    return 1;
-  }
   std::vector<std::string> texts;
-  zv::tools::CorpusRecord rec;
-  while (texts.size() < limit) {
-    auto more = (*reader)->Next(&rec);
-    if (!more.ok()) {
-      std::fprintf(stderr, "%s\n", more.status().message().c_str());
-      return 1;
-    }
-    if (!*more) break;
-    texts.push_back(std::move(rec.text));
-  }
+  if (!ReadTexts(kv["--input"], limit, texts)) return 1;
   const double read_s =
       std::chrono::duration<double>(Clock::now() - t_read).count();
 
-  {
-    // Tokenization alone, one thread: the CPU cost per text that every
-    // pipeline stage around the encoder competes with.
-    auto ck = zv::embed::LoadCheckpoint(model);
-    if (!ck.ok()) {
-      std::fprintf(stderr, "%s\n", ck.status().message().c_str());
-      return 1;
-    }
-    auto tokenizer =
-        zv::embed::Tokenizer::Create((*ck)->vocab, (*ck)->tokenizer_options);
-    if (!tokenizer.ok()) {
-      std::fprintf(stderr, "%s\n", tokenizer.status().message().c_str());
-      return 1;
-    }
-    const size_t n = std::min<size_t>(texts.size(), 200000);
-    size_t tokens = 0;
-    const auto t0 = Clock::now();
-    for (size_t i = 0; i < n; ++i) tokens += tokenizer->Encode(texts[i]).size();
-    const double secs =
-        std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf(
-        "tokenizer alone, 1 thread: %zu texts, %.1f tokens each, %.2f us a "
-        "text = %.0f texts/s\n",
-        n, static_cast<double>(tokens) / std::max<size_t>(n, 1),
-        secs * 1e6 / std::max<size_t>(n, 1), n / secs);
-  }
+  if (!TimeTokenizerAlone(model, texts)) return 1;
 
   auto options = zv::embed::ParseDevice(
       kv.count("--device") ? kv["--device"] : std::string("auto"));
@@ -114,29 +156,7 @@ int main(int argc, char** argv) {
               (*embedder)->device_description().c_str());
   for (int r = 0; r < repeat; ++r) {
     const auto t0 = Clock::now();
-    std::deque<std::future<zv::Status>> inflight;
-    for (size_t first = 0; first < texts.size(); first += chunk) {
-      const size_t n = std::min(chunk, texts.size() - first);
-      inflight.push_back((*embedder)->Submit(
-          std::span<const std::string_view>(&views[first], n),
-          std::span<float* const>(&rows[first], n)));
-      // As in zerovec build: a bounded number of chunks in flight.
-      if (inflight.size() >= 4) {
-        zv::Status s = inflight.front().get();
-        inflight.pop_front();
-        if (!s.ok()) {
-          std::fprintf(stderr, "%s\n", s.message().c_str());
-          return 1;
-        }
-      }
-    }
-    for (auto& f : inflight) {
-      zv::Status s = f.get();
-      if (!s.ok()) {
-        std::fprintf(stderr, "%s\n", s.message().c_str());
-        return 1;
-      }
-    }
+    if (!EmbedAllOnce(**embedder, views, rows, chunk)) return 1;
     const double secs =
         std::chrono::duration<double>(Clock::now() - t0).count();
     std::printf("run %d: %zu texts in %.3f s = %.0f docs/s\n", r, texts.size(),
