@@ -177,15 +177,9 @@ RunResult RunOnce(const Config& c, int port, int run,
   return total;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Config c = ParseArgs(argc, argv);
-  const fs::path dir =
-      fs::temp_directory_path() / ("zv-load-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path port_file = dir / "port";
+// Forks and execs `zerovec serve` on a loopback port it writes to port_file.
+pid_t StartServer(const Config& c, const fs::path& dir,
+                  const fs::path& port_file) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     const std::string data = (dir / "data").string(), pf = port_file.string();
@@ -197,28 +191,32 @@ int main(int argc, char** argv) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+// The port the server wrote, or 0 if none came within 30 s.
+int WaitForPort(const fs::path& port_file) {
   int port = 0;
   for (int i = 0; i < 3000 && port == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ifstream(port_file) >> port;
   }
-  if (port == 0) {
-    fprintf(stderr, "load_gen: the server did not start (%s)\n",
-            c.zerovec.c_str());
-    kill(pid, SIGKILL);
-    return 1;
-  }
-  auto stub = pb::ZeroVec::NewStub(OwnChannel(port));
+  return port;
+}
+
+// Creates the "load" collection and upserts c.preload random rows; false on
+// error.
+bool CreateAndPreload(pb::ZeroVec::Stub& stub, const Config& c) {
   {
     pb::CreateCollectionRequest req;
     req.set_name("load");
     req.set_dim(c.dim);
     req.set_index(c.index);
     pb::CreateCollectionResponse resp;
-    grpc::Status s = stub->CreateCollection(Ctx().get(), req, &resp);
+    grpc::Status s = stub.CreateCollection(Ctx().get(), req, &resp);
     if (!s.ok()) {
       fprintf(stderr, "create: %s\n", s.error_message().c_str());
-      return 1;
+      return false;
     }
   }
   std::mt19937_64 rng(7);
@@ -233,8 +231,30 @@ int main(int argc, char** argv) {
       item->set_text("preloaded document " + std::to_string(i));
     }
     pb::UpsertResponse resp;
-    if (!stub->Upsert(Ctx().get(), req, &resp).ok()) return 1;
+    if (!stub.Upsert(Ctx().get(), req, &resp).ok()) return false;
   }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Config c = ParseArgs(argc, argv);
+  const fs::path dir =
+      fs::temp_directory_path() / ("zv-load-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path port_file = dir / "port";
+  const pid_t pid = StartServer(c, dir, port_file);
+  const int port = WaitForPort(port_file);
+  if (port == 0) {
+    fprintf(stderr, "load_gen: the server did not start (%s)\n",
+            c.zerovec.c_str());
+    kill(pid, SIGKILL);
+    return 1;
+  }
+  auto stub = pb::ZeroVec::NewStub(OwnChannel(port));
+  if (!CreateAndPreload(*stub, c)) return 1;
   printf(
       "load_gen: %d clients, %d s a run, %d runs, %d%% upserts (batch %d), "
       "dim %d, k %d, "
