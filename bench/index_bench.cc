@@ -239,6 +239,81 @@ std::shared_ptr<Collection> BuildCollection(Database& db,
   return *c;
 }
 
+// ZeroVec's HNSW32 collection over the segment: one row plus an ef sweep.
+void RunZeroVecHnsw(Database& db, const Flags& f,
+                    const std::vector<float>& data, const float* queries,
+                    const std::vector<int64_t>& truth, std::vector<Row>* rows,
+                    std::vector<Sweep>* sweeps) {
+  Row hi{"ZeroVec HNSW32 (in place)"};
+  std::shared_ptr<Collection> hnsw;
+  hi.build_s =
+      Seconds([&] { hnsw = BuildCollection(db, "HNSW32", data, f.rows); });
+  hi.memory_mb = dynamic_cast<CollectionImpl&>(*hnsw).IndexMemoryBytes() / 1e6;
+  std::printf("HNSW32: %zu pieces\n",
+              dynamic_cast<CollectionImpl&>(*hnsw).IndexPieces());
+  Measure(&hi, f.queries, queries, CollectionSearch(*hnsw), truth);
+  rows->push_back(hi);
+  sweeps->push_back(RunSweep(
+      "ZeroVec HNSW32", f.queries, queries,
+      [&](int ef) { return CollectionSearch(*hnsw, ef); }, truth));
+}
+
+// faiss's own HNSWFlat (a private copy of the vectors): one row plus a sweep.
+void RunFaissHnsw(const Flags& f, const std::vector<float>& base,
+                  const float* queries, const std::vector<int64_t>& truth,
+                  std::vector<Row>* rows, std::vector<Sweep>* sweeps) {
+  faiss::IndexHNSWFlat hf(kDim, 32, faiss::METRIC_INNER_PRODUCT);
+  hf.hnsw.efConstruction = kHnswEfConstruction;  // ZeroVec's, not faiss's 40
+  hf.hnsw.efSearch = kDefaultEfSearch;
+  Row hr{"faiss IndexHNSWFlat (own copy)"};
+  hr.build_s = Seconds([&] { hf.add(f.rows, base.data()); });
+  const auto* storage = dynamic_cast<const faiss::IndexFlatCodes*>(hf.storage);
+  hr.memory_mb = (storage->codes.size() + hf.hnsw.neighbors.size() * 4 +
+                  hf.hnsw.offsets.size() * 8 + hf.hnsw.levels.size() * 4) /
+                 1e6;
+  Measure(
+      &hr, f.queries, queries,
+      [&](size_t nq, const float* q, int64_t* l) {
+        std::vector<float> d(nq * kK);
+        hf.search(nq, q, kK, d.data(), l);
+      },
+      truth);
+  rows->push_back(hr);
+  sweeps->push_back(RunSweep(
+      "faiss HNSWFlat", f.queries, queries,
+      [&](int ef) -> SearchFn {
+        return [&hf, ef](size_t nq, const float* q, int64_t* l) {
+          hf.hnsw.efSearch = ef;  // whichever one faiss reads: both agree
+          faiss::SearchParametersHNSW p;
+          p.efSearch = ef;
+          std::vector<float> d(nq * kK);
+          hf.search(nq, q, kK, d.data(), l, &p);
+        };
+      },
+      truth));
+}
+
+void PrintTable(const Flags& f, const std::vector<Row>& rows,
+                const std::vector<Sweep>& sweeps) {
+  std::printf("\n%zu rows, dim %u, %zu queries, k=%d, %d OpenMP threads\n\n",
+              f.rows, kDim, f.queries, kK, omp_get_max_threads());
+  std::printf(
+      "| index | build s | recall@10 | latency ms (1 query) | QPS (batch of "
+      "%zu) | "
+      "index-owned memory MB |\n|---|---|---|---|---|---|\n",
+      f.queries);
+  for (const Row& r : rows) {
+    std::printf("| %s | %.1f | %.4f | %.3f | %.0f | %.1f |\n", r.name.c_str(),
+                r.build_s, r.recall, r.latency_ms, r.qps, r.memory_mb);
+  }
+  PrintSweeps(sweeps, f.queries);
+  std::printf(
+      "\nVectors themselves: %.1f MB (in the segment for ZeroVec rows; copied "
+      "into "
+      "the faiss index for faiss rows).\n",
+      f.rows * kDim * 4 / 1e6);
+}
+
 int Main(const Flags& f) {
   openblas_set_num_threads(
       1);  // faiss parallelises with OpenMP; avoid oversubscription
@@ -285,74 +360,14 @@ int Main(const Flags& f) {
   rows.push_back(fi);
   rows.push_back(fc);
 
-  if (!f.skip_hnsw) {
-    Row hi{"ZeroVec HNSW32 (in place)"};
-    std::shared_ptr<Collection> hnsw;
-    hi.build_s =
-        Seconds([&] { hnsw = BuildCollection(**db, "HNSW32", data, f.rows); });
-    hi.memory_mb =
-        dynamic_cast<CollectionImpl&>(*hnsw).IndexMemoryBytes() / 1e6;
-    std::printf("HNSW32: %zu pieces\n",
-                dynamic_cast<CollectionImpl&>(*hnsw).IndexPieces());
-    Measure(&hi, f.queries, queries, CollectionSearch(*hnsw), truth);
-    rows.push_back(hi);
-    sweeps.push_back(RunSweep(
-        "ZeroVec HNSW32", f.queries, queries,
-        [&](int ef) { return CollectionSearch(*hnsw, ef); }, truth));
-  }
-  if (!f.skip_hnsw && !f.skip_faiss_hnsw) {
-    faiss::IndexHNSWFlat hf(kDim, 32, faiss::METRIC_INNER_PRODUCT);
-    hf.hnsw.efConstruction = kHnswEfConstruction;  // ZeroVec's, not faiss's 40
-    hf.hnsw.efSearch = kDefaultEfSearch;
-    Row hr{"faiss IndexHNSWFlat (own copy)"};
-    hr.build_s = Seconds([&] { hf.add(f.rows, base.data()); });
-    const auto* storage =
-        dynamic_cast<const faiss::IndexFlatCodes*>(hf.storage);
-    hr.memory_mb = (storage->codes.size() + hf.hnsw.neighbors.size() * 4 +
-                    hf.hnsw.offsets.size() * 8 + hf.hnsw.levels.size() * 4) /
-                   1e6;
-    Measure(
-        &hr, f.queries, queries,
-        [&](size_t nq, const float* q, int64_t* l) {
-          std::vector<float> d(nq * kK);
-          hf.search(nq, q, kK, d.data(), l);
-        },
-        truth);
-    rows.push_back(hr);
-    sweeps.push_back(RunSweep(
-        "faiss HNSWFlat", f.queries, queries,
-        [&](int ef) -> SearchFn {
-          return [&hf, ef](size_t nq, const float* q, int64_t* l) {
-            hf.hnsw.efSearch = ef;  // whichever one faiss reads: both agree
-            faiss::SearchParametersHNSW p;
-            p.efSearch = ef;
-            std::vector<float> d(nq * kK);
-            hf.search(nq, q, kK, d.data(), l, &p);
-          };
-        },
-        truth));
-  }
-
+  if (!f.skip_hnsw)
+    RunZeroVecHnsw(**db, f, data, queries, truth, &rows, &sweeps);
+  if (!f.skip_hnsw && !f.skip_faiss_hnsw)
+    RunFaissHnsw(f, base, queries, truth, &rows, &sweeps);
   if (!f.skip_hnsw && !f.skip_hnswlib)
     RunHnswlib(f, base, queries, truth, &rows, &sweeps);
 
-  std::printf("\n%zu rows, dim %u, %zu queries, k=%d, %d OpenMP threads\n\n",
-              f.rows, kDim, f.queries, kK, omp_get_max_threads());
-  std::printf(
-      "| index | build s | recall@10 | latency ms (1 query) | QPS (batch of "
-      "%zu) | "
-      "index-owned memory MB |\n|---|---|---|---|---|---|\n",
-      f.queries);
-  for (const Row& r : rows) {
-    std::printf("| %s | %.1f | %.4f | %.3f | %.0f | %.1f |\n", r.name.c_str(),
-                r.build_s, r.recall, r.latency_ms, r.qps, r.memory_mb);
-  }
-  PrintSweeps(sweeps, f.queries);
-  std::printf(
-      "\nVectors themselves: %.1f MB (in the segment for ZeroVec rows; copied "
-      "into "
-      "the faiss index for faiss rows).\n",
-      f.rows * kDim * 4 / 1e6);
+  PrintTable(f, rows, sweeps);
   flat.reset();
   std::error_code ec;
   db->reset();
