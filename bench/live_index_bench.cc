@@ -444,20 +444,15 @@ uint64_t DirBytes(const fs::path& dir, const std::string& prefix) {
   return total;
 }
 
-int Attach(const Config& c) {
+// Attaches a reader in a forked child (nothing else loaded there), runs every
+// query, and reports VmRSS before / after, RssAnon, RssFile into rss[4].
+// False only if the pipe cannot be made.
+bool ReaderRssInChild(const Config& c, const fs::path& data,
+                      const std::vector<float>& queries,
+                      const zv::index::SearchOptions& o, long rss[4]) {
   namespace ix = zv::index;
-  const fs::path data = Prepare(c, "ro");
-  VectorMaker maker(c.dim, 99);
-  std::vector<float> queries;
-  for (int q = 0; q < c.queries; ++q) {
-    const auto v = maker.Next();
-    queries.insert(queries.end(), v.begin(), v.end());
-  }
-  ix::SearchOptions o;
-  o.k = c.k;
-  // The reader's RSS first, in a child that has nothing else loaded.
   int pipefd[2];
-  if (pipe(pipefd) != 0) return 1;
+  if (pipe(pipefd) != 0) return false;
   const pid_t child = fork();
   if (child == 0) {
     close(pipefd[0]);
@@ -474,11 +469,104 @@ int Attach(const Config& c) {
     _exit(0);
   }
   close(pipefd[1]);
-  long rss[4] = {-1, -1, -1, -1};
-  if (read(pipefd[0], rss, sizeof(rss)) != sizeof(rss)) {
+  if (read(pipefd[0], rss, 4 * sizeof(long)) != 4 * sizeof(long)) {
     std::fprintf(stderr, "attach child failed\n");
   }
   waitpid(child, nullptr, 0);
+  return true;
+}
+
+// Every row's vector (ids are decimal row numbers), read back with Get.
+bool ReadAllVectors(zv::index::Collection& coll, uint64_t rows, int dim,
+                    std::vector<float>& all) {
+  std::vector<std::string> ids;
+  for (uint64_t r = 0; r < rows; ++r) ids.push_back(std::to_string(r));
+  for (uint64_t first = 0; first < rows; first += 10000) {
+    const size_t n = std::min<uint64_t>(10000, rows - first);
+    auto got = coll.Get(std::span<const std::string>(&ids[first], n));
+    if (!got.ok()) return false;
+    for (const auto& g : *got) {
+      const uint64_t r = std::stoull(g.record.id);
+      std::copy(g.vector.begin(), g.vector.end(), &all[r * dim]);
+    }
+  }
+  return true;
+}
+
+// Exact top-k ids of every query by brute force over `all`.
+std::vector<std::vector<std::string>> ExactTopK(
+    const Config& c, const std::vector<float>& queries,
+    const std::vector<float>& all, uint64_t rows) {
+  std::vector<std::vector<std::string>> truths;
+  for (int q = 0; q < c.queries; ++q) {
+    const float* qv = &queries[size_t(q) * c.dim];
+    std::vector<std::pair<float, uint64_t>> scores(rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+      float s = 0;
+      for (int d = 0; d < c.dim; ++d) s += qv[d] * all[r * c.dim + d];
+      scores[r] = {-s, r};
+    }
+    std::partial_sort(scores.begin(), scores.begin() + c.k, scores.end());
+    truths.emplace_back();
+    for (int i = 0; i < c.k; ++i)
+      truths.back().push_back(std::to_string(scores[i].second));
+  }
+  return truths;
+}
+
+// One efSearch (o.ef_search) on the writer-side collection and the attached
+// reader: prints one table line; false if a search fails.
+bool CompareAtEf(const Config& c, zv::index::Collection& coll,
+                 zv::index::AttachedCollection& reader,
+                 const std::vector<float>& queries,
+                 const std::vector<std::vector<std::string>>& truths,
+                 const zv::index::SearchOptions& o) {
+  namespace ix = zv::index;
+  const int ef = o.ef_search;
+  double recall_server = 0, recall_reader = 0;
+  std::vector<double> lat_server, lat_reader;
+  for (int q = 0; q < c.queries; ++q) {
+    const auto& truth = truths[q];
+    auto hits_in = [&](const std::vector<ix::Hit>& hits) {
+      int n = 0;
+      for (const auto& h : hits)
+        n += std::find(truth.begin(), truth.end(), h.id) != truth.end();
+      return double(n) / c.k;
+    };
+    const std::span<const float> query(&queries[size_t(q) * c.dim], c.dim);
+    auto t0 = Clock::now();
+    auto a = coll.Search(query, o);
+    lat_server.push_back(Since(t0) * 1e3);
+    t0 = Clock::now();
+    auto b = reader.Search(query, o);
+    lat_reader.push_back(Since(t0) * 1e3);
+    if (!a.ok() || !b.ok()) return false;
+    recall_server += hits_in((*a)[0]);
+    recall_reader += hits_in((*b)[0]);
+  }
+  std::printf("| %d | %.4f | %.3f | %.3f | %.4f | %.3f | %.3f | %.2fx |\n", ef,
+              recall_server / c.queries, Percentile(lat_server, 0.5),
+              Percentile(lat_server, 0.99), recall_reader / c.queries,
+              Percentile(lat_reader, 0.5), Percentile(lat_reader, 0.99),
+              Percentile(lat_reader, 0.5) / Percentile(lat_server, 0.5));
+  std::fflush(stdout);
+  return true;
+}
+
+int Attach(const Config& c) {
+  namespace ix = zv::index;
+  const fs::path data = Prepare(c, "ro");
+  VectorMaker maker(c.dim, 99);
+  std::vector<float> queries;
+  for (int q = 0; q < c.queries; ++q) {
+    const auto v = maker.Next();
+    queries.insert(queries.end(), v.begin(), v.end());
+  }
+  ix::SearchOptions o;
+  o.k = c.k;
+  // The reader's RSS first, in a child that has nothing else loaded.
+  long rss[4] = {-1, -1, -1, -1};
+  if (!ReaderRssInChild(c, data, queries, o, rss)) return 1;
 
   auto db = ix::Database::Open(data);
   if (!db.ok()) {
@@ -495,34 +583,10 @@ int Attach(const Config& c) {
   // Exact answers: brute force over every row's vector (read back with Get).
   const uint64_t rows = (*coll)->Describe().rows;
   std::vector<float> all(rows * c.dim);
-  {
-    std::vector<std::string> ids;
-    for (uint64_t r = 0; r < rows; ++r) ids.push_back(std::to_string(r));
-    for (uint64_t first = 0; first < rows; first += 10000) {
-      const size_t n = std::min<uint64_t>(10000, rows - first);
-      auto got = (*coll)->Get(std::span<const std::string>(&ids[first], n));
-      if (!got.ok()) return 1;
-      for (const auto& g : *got) {
-        const uint64_t r = std::stoull(g.record.id);
-        std::copy(g.vector.begin(), g.vector.end(), &all[r * c.dim]);
-      }
-    }
-  }
+  if (!ReadAllVectors(**coll, rows, c.dim, all)) return 1;
   // Exact answers once, then each efSearch on both paths.
-  std::vector<std::vector<std::string>> truths;
-  for (int q = 0; q < c.queries; ++q) {
-    const float* qv = &queries[size_t(q) * c.dim];
-    std::vector<std::pair<float, uint64_t>> scores(rows);
-    for (uint64_t r = 0; r < rows; ++r) {
-      float s = 0;
-      for (int d = 0; d < c.dim; ++d) s += qv[d] * all[r * c.dim + d];
-      scores[r] = {-s, r};
-    }
-    std::partial_sort(scores.begin(), scores.begin() + c.k, scores.end());
-    truths.emplace_back();
-    for (int i = 0; i < c.k; ++i)
-      truths.back().push_back(std::to_string(scores[i].second));
-  }
+  const std::vector<std::vector<std::string>> truths =
+      ExactTopK(c, queries, all, rows);
   const uint64_t index_bytes = DirBytes(data, "hnsw.piece");
   std::printf(
       "attach: %llu rows x %d, index %s, %d queries, k %d\n"
@@ -533,33 +597,7 @@ int Attach(const Config& c) {
       c.k, c.k, c.k);
   for (const int ef : c.efs) {
     o.ef_search = ef;
-    double recall_server = 0, recall_reader = 0;
-    std::vector<double> lat_server, lat_reader;
-    for (int q = 0; q < c.queries; ++q) {
-      const auto& truth = truths[q];
-      auto hits_in = [&](const std::vector<ix::Hit>& hits) {
-        int n = 0;
-        for (const auto& h : hits)
-          n += std::find(truth.begin(), truth.end(), h.id) != truth.end();
-        return double(n) / c.k;
-      };
-      const std::span<const float> query(&queries[size_t(q) * c.dim], c.dim);
-      auto t0 = Clock::now();
-      auto a = (*coll)->Search(query, o);
-      lat_server.push_back(Since(t0) * 1e3);
-      t0 = Clock::now();
-      auto b = (*reader)->Search(query, o);
-      lat_reader.push_back(Since(t0) * 1e3);
-      if (!a.ok() || !b.ok()) return 1;
-      recall_server += hits_in((*a)[0]);
-      recall_reader += hits_in((*b)[0]);
-    }
-    std::printf("| %d | %.4f | %.3f | %.3f | %.4f | %.3f | %.3f | %.2fx |\n",
-                ef, recall_server / c.queries, Percentile(lat_server, 0.5),
-                Percentile(lat_server, 0.99), recall_reader / c.queries,
-                Percentile(lat_reader, 0.5), Percentile(lat_reader, 0.99),
-                Percentile(lat_reader, 0.5) / Percentile(lat_server, 0.5));
-    std::fflush(stdout);
+    if (!CompareAtEf(c, **coll, **reader, queries, truths, o)) return 1;
   }
   std::printf(
       "reader RSS %.1f MiB after %d searches (%.1f MiB before attaching; "
