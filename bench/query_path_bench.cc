@@ -80,6 +80,72 @@ int Die(const std::string& what) {
   return 1;
 }
 
+// Writes `rows` rows of `base` into a new Flat collection "bench" at `data`.
+zv::Status LoadFlatCollection(const std::filesystem::path& data, uint32_t dim,
+                              size_t rows, const float* base) {
+  auto db = zv::index::Database::Open(data);
+  if (!db.ok()) return db.status();
+  zv::index::CollectionOptions opt;
+  opt.dim = dim;
+  opt.index.descriptor = "Flat";
+  auto coll = (*db)->CreateCollection("bench", opt);
+  if (!coll.ok()) return coll.status();
+  const size_t step = 4096;
+  for (size_t i = 0; i < rows; i += step) {
+    const size_t m = std::min(step, rows - i);
+    std::vector<zv::index::Record> recs(m);
+    for (size_t j = 0; j < m; ++j) recs[j].id = std::to_string(i + j);
+    auto s = (*coll)->Upsert(recs, {base + i * dim, m * dim});
+    if (!s.ok()) return s;
+  }
+  return zv::OkStatus();
+}
+
+// `runs` timed passes of each path: gRPC, attach, attach on one OpenMP thread
+// (matching a one-query faiss search, which runs on one thread).
+template <typename G, typename A>
+void TimeRuns(int runs, size_t nq, int threads, G& grpc_search,
+              A& attach_search, std::vector<RunStats>& g,
+              std::vector<RunStats>& a, std::vector<RunStats>& a1) {
+  for (int r = 0; r < runs; ++r) {
+    g.push_back(TimeRun(nq, grpc_search));
+    a.push_back(TimeRun(nq, attach_search));
+    omp_set_num_threads(1);
+    a1.push_back(TimeRun(nq, attach_search));
+    omp_set_num_threads(threads);
+    std::fprintf(stderr,
+                 "run %d: grpc p50 %.0f us p99 %.0f us %.0f qps | attach p50 "
+                 "%.0f us p99 %.0f us %.0f qps | attach 1 thread p50 %.0f us\n",
+                 r, g.back().p50_us, g.back().p99_us, g.back().qps,
+                 a.back().p50_us, a.back().p99_us, a.back().qps,
+                 a1.back().p50_us);
+  }
+}
+
+// Medians over runs, as a JSON object.
+std::string Summary(const std::vector<RunStats>& v) {
+  std::vector<double> p50, p99, qps;
+  for (const auto& s : v) {
+    p50.push_back(s.p50_us);
+    p99.push_back(s.p99_us);
+    qps.push_back(s.qps);
+  }
+  std::ostringstream o;
+  o << "{\"p50_us\":" << Median(p50) << ",\"p99_us\":" << Median(p99)
+    << ",\"qps\":" << Median(qps) << ",\"runs\":" << v.size() << "}";
+  return o.str();
+}
+
+void WriteIds(std::ofstream& out,
+              const std::vector<std::vector<int64_t>>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out << (i ? "," : "") << "[";
+    for (size_t j = 0; j < ids[i].size(); ++j)
+      out << (j ? "," : "") << ids[i][j];
+    out << "]";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,23 +177,8 @@ int main(int argc, char** argv) {
   WriteRaw(dir / "queries.f32", queries, nq * dim);
 
   const std::filesystem::path data = dir / "data";
-  {
-    auto db = zv::index::Database::Open(data);
-    if (!db.ok()) return Die(db.status().ToString());
-    zv::index::CollectionOptions opt;
-    opt.dim = dim;
-    opt.index.descriptor = "Flat";
-    auto coll = (*db)->CreateCollection("bench", opt);
-    if (!coll.ok()) return Die(coll.status().ToString());
-    const size_t step = 4096;
-    for (size_t i = 0; i < rows; i += step) {
-      const size_t m = std::min(step, rows - i);
-      std::vector<zv::index::Record> recs(m);
-      for (size_t j = 0; j < m; ++j) recs[j].id = std::to_string(i + j);
-      auto s = (*coll)->Upsert(recs, {base + i * dim, m * dim});
-      if (!s.ok()) return Die(s.ToString());
-    }
-  }
+  if (zv::Status s = LoadFlatCollection(data, dim, rows, base); !s.ok())
+    return Die(s.ToString());
 
   zv::service::ServerOptions so;
   so.data_dir = data;
@@ -188,47 +239,18 @@ int main(int argc, char** argv) {
   // faiss search (which runs on one thread).
   const int threads = omp_get_max_threads();
   std::vector<RunStats> g, a, a1;
-  for (int r = 0; r < runs; ++r) {
-    g.push_back(TimeRun(nq, grpc_search));
-    a.push_back(TimeRun(nq, attach_search));
-    omp_set_num_threads(1);
-    a1.push_back(TimeRun(nq, attach_search));
-    omp_set_num_threads(threads);
-    std::fprintf(stderr,
-                 "run %d: grpc p50 %.0f us p99 %.0f us %.0f qps | attach p50 "
-                 "%.0f us p99 %.0f us %.0f qps | attach 1 thread p50 %.0f us\n",
-                 r, g.back().p50_us, g.back().p99_us, g.back().qps,
-                 a.back().p50_us, a.back().p99_us, a.back().qps,
-                 a1.back().p50_us);
-  }
+  TimeRuns(runs, nq, threads, grpc_search, attach_search, g, a, a1);
   if (failed) return Die("a search failed");
   size_t same = 0;
   for (size_t i = 0; i < nq; ++i) same += grpc_ids[i] == attach_ids[i];
 
-  auto summary = [&](const std::vector<RunStats>& v) {
-    std::vector<double> p50, p99, qps;
-    for (const auto& s : v) {
-      p50.push_back(s.p50_us);
-      p99.push_back(s.p99_us);
-      qps.push_back(s.qps);
-    }
-    std::ostringstream o;
-    o << "{\"p50_us\":" << Median(p50) << ",\"p99_us\":" << Median(p99)
-      << ",\"qps\":" << Median(qps) << ",\"runs\":" << v.size() << "}";
-    return o.str();
-  };
   std::ofstream out(out_path);
   out << "{\"rows\":" << rows << ",\"dim\":" << dim << ",\"queries\":" << nq
       << ",\"k\":" << k << ",\"omp_threads\":" << threads
-      << ",\"grpc\":" << summary(g) << ",\"attach\":" << summary(a)
-      << ",\"attach_1thread\":" << summary(a1)
+      << ",\"grpc\":" << Summary(g) << ",\"attach\":" << Summary(a)
+      << ",\"attach_1thread\":" << Summary(a1)
       << ",\"grpc_attach_same_topk\":" << same << ",\"ids\":[";
-  for (size_t i = 0; i < nq; ++i) {
-    out << (i ? "," : "") << "[";
-    for (size_t j = 0; j < attach_ids[i].size(); ++j)
-      out << (j ? "," : "") << attach_ids[i][j];
-    out << "]";
-  }
+  WriteIds(out, attach_ids);
   out << "]}\n";
   out.close();
   attached->reset();
