@@ -146,6 +146,23 @@ void WriteIds(std::ofstream& out,
   }
 }
 
+// The summary bench/query_paths.sh reads: medians per path, then the attach
+// path's ids per query.
+void WriteJson(const std::string& out_path, size_t rows, uint32_t dim,
+               size_t nq, int k, int threads, const std::vector<RunStats>& g,
+               const std::vector<RunStats>& a, const std::vector<RunStats>& a1,
+               size_t same, const std::vector<std::vector<int64_t>>& ids) {
+  std::ofstream out(out_path);
+  out << "{\"rows\":" << rows << ",\"dim\":" << dim << ",\"queries\":" << nq
+      << ",\"k\":" << k << ",\"omp_threads\":" << threads
+      << ",\"grpc\":" << Summary(g) << ",\"attach\":" << Summary(a)
+      << ",\"attach_1thread\":" << Summary(a1)
+      << ",\"grpc_attach_same_topk\":" << same << ",\"ids\":[";
+  WriteIds(out, ids);
+  out << "]}\n";
+  out.close();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -244,15 +261,7 @@ int main(int argc, char** argv) {
   size_t same = 0;
   for (size_t i = 0; i < nq; ++i) same += grpc_ids[i] == attach_ids[i];
 
-  std::ofstream out(out_path);
-  out << "{\"rows\":" << rows << ",\"dim\":" << dim << ",\"queries\":" << nq
-      << ",\"k\":" << k << ",\"omp_threads\":" << threads
-      << ",\"grpc\":" << Summary(g) << ",\"attach\":" << Summary(a)
-      << ",\"attach_1thread\":" << Summary(a1)
-      << ",\"grpc_attach_same_topk\":" << same << ",\"ids\":[";
-  WriteIds(out, attach_ids);
-  out << "]}\n";
-  out.close();
+  WriteJson(out_path, rows, dim, nq, k, threads, g, a, a1, same, attach_ids);
   attached->reset();
   (*server)->Shutdown(std::chrono::system_clock::now());
   return 0;
