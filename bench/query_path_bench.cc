@@ -163,6 +163,31 @@ void WriteJson(const std::string& out_path, size_t rows, uint32_t dim,
   out.close();
 }
 
+// Fresh `dir` holding base.f32 and queries.f32 of embedding-like data
+// (clustered, normalised); returns rows + nq vectors, the queries last.
+std::vector<float> MakeData(const std::filesystem::path& dir, size_t rows,
+                            size_t nq, uint32_t dim) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<float> all = zv::index::testing::LatentClustered(
+      rows, nq, dim, /*clusters=*/200, /*latent=*/32, /*seed=*/20261202);
+  WriteRaw(dir / "base.f32", all.data(), rows * dim);
+  WriteRaw(dir / "queries.f32", all.data() + rows * dim, nq * dim);
+  return all;
+}
+
+grpc::Status SearchOverGrpc(zerovec::v1::ZeroVec::Stub& stub,
+                            const float* query, uint32_t dim, int k,
+                            zerovec::v1::SearchResponse* resp) {
+  zerovec::v1::SearchRequest req;
+  req.set_collection("bench");
+  req.set_k(k);
+  req.mutable_query()->mutable_vector()->mutable_values()->Add(query,
+                                                               query + dim);
+  grpc::ClientContext ctx;
+  return stub.Search(&ctx, req, resp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,14 +209,9 @@ int main(int argc, char** argv) {
       Arg(argc, argv, "out", (dir / "cpp.json").string());
 
   // Embedding-like data: clustered, normalised; the last nq rows are queries.
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::vector<float> all = zv::index::testing::LatentClustered(
-      rows, nq, dim, /*clusters=*/200, /*latent=*/32, /*seed=*/20261202);
+  const std::vector<float> all = MakeData(dir, rows, nq, dim);
   const float* base = all.data();
   const float* queries = all.data() + rows * dim;
-  WriteRaw(dir / "base.f32", base, rows * dim);
-  WriteRaw(dir / "queries.f32", queries, nq * dim);
 
   const std::filesystem::path data = dir / "data";
   if (zv::Status s = LoadFlatCollection(data, dim, rows, base); !s.ok())
@@ -214,14 +234,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<int64_t>> grpc_ids(nq), attach_ids(nq);
   bool failed = false;
   auto grpc_search = [&](size_t i) {
-    zerovec::v1::SearchRequest req;
-    req.set_collection("bench");
-    req.set_k(k);
-    req.mutable_query()->mutable_vector()->mutable_values()->Add(
-        queries + i * dim, queries + (i + 1) * dim);
     zerovec::v1::SearchResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub->Search(&ctx, req, &resp);
+    grpc::Status s = SearchOverGrpc(*stub, queries + i * dim, dim, k, &resp);
     if (!s.ok()) {
       if (!failed)
         std::fprintf(stderr, "grpc: %s\n", s.error_message().c_str());
