@@ -98,9 +98,8 @@ class CollectionTest : public ::testing::Test {
   std::vector<float> data_;
 };
 
-TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
-  auto c = Create("Flat", 100);
-  const CollectionInfo before = c->Describe();
+// Every bad upsert is InvalidArgument, with a message naming the problem.
+void ExpectBadUpsertsRejected(Collection& c) {
   const std::vector<float> one = RandomVectors(1, kDim, 1);
   std::vector<float> nan = one, inf = one;
   nan[3] = std::numeric_limits<float>::quiet_NaN();
@@ -155,11 +154,20 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
        "vectors[0]: squared norm 9e+76 is over the limit"},
   };
   for (const Case& t : upserts) {
-    Status s = c->Upsert(t.recs, t.vecs);
+    Status s = c.Upsert(t.recs, t.vecs);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << t.name;
     EXPECT_NE(s.message().find(t.message), std::string::npos)
         << t.name << ": " << s.message();
   }
+}
+
+// Every bad search is InvalidArgument, with a message naming the problem.
+void ExpectBadSearchesRejected(Collection& c) {
+  const std::vector<float> one = RandomVectors(1, kDim, 1);
+  std::vector<float> nan = one;
+  nan[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> huge = one;
+  huge[0] = 3e38f;
   struct SearchCase {
     std::string name;
     std::vector<float> q;
@@ -190,11 +198,18 @@ TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
       {"ef_search too big", one, ef_big, "in [k, 4096], got 4097"},
   };
   for (const SearchCase& t : searches) {
-    auto r = c->Search(t.q, t.o);
+    auto r = c.Search(t.q, t.o);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << t.name;
     EXPECT_NE(r.status().message().find(t.message), std::string::npos)
         << t.name << ": " << r.status().message();
   }
+}
+
+TEST_F(CollectionTest, BadInputIsRejectedAndChangesNothing) {
+  auto c = Create("Flat", 100);
+  const CollectionInfo before = c->Describe();
+  ExpectBadUpsertsRejected(*c);
+  ExpectBadSearchesRejected(*c);
   const std::vector<std::string> bad_ids = {""};
   EXPECT_EQ(c->Delete(bad_ids).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(db_->GetCollection("nope").status().code(), StatusCode::kNotFound);
