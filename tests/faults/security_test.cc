@@ -43,6 +43,83 @@ std::vector<std::string> BadNames() {
           "%2e%2e%2f"};
 }
 
+// Every RPC that takes a collection name answers INVALID_ARGUMENT for `name`.
+void ExpectEveryRpcRejects(zerovec::v1::ZeroVec::Stub* stub,
+                           const std::string& name) {
+  SCOPED_TRACE("name \"" + name.substr(0, 40) + "\" (" +
+               std::to_string(name.size()) + " bytes)");
+  auto expect_invalid = [&](const grpc::Status& s, const char* rpc) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << rpc << ": " << s.error_code() << " " << s.error_message();
+  };
+  {
+    pb::CreateCollectionRequest r;
+    r.set_name(name);
+    r.set_dim(kDim);
+    pb::CreateCollectionResponse resp;
+    expect_invalid(stub->CreateCollection(Ctx().get(), r, &resp),
+                   "CreateCollection");
+  }
+  {
+    pb::DropCollectionRequest r;
+    r.set_name(name);
+    pb::DropCollectionResponse resp;
+    expect_invalid(stub->DropCollection(Ctx().get(), r, &resp),
+                   "DropCollection");
+  }
+  {
+    grpc::Status s;
+    Describe(stub, name, &s);
+    expect_invalid(s, "DescribeCollection");
+  }
+  const auto v = VectorFor("q", kDim);
+  {
+    pb::UpsertRequest r;
+    r.set_collection(name);
+    pb::Item* item = r.add_items();
+    item->set_id("x");
+    item->mutable_vector()->Add(v.begin(), v.end());
+    pb::UpsertResponse resp;
+    expect_invalid(stub->Upsert(Ctx().get(), r, &resp), "Upsert");
+    auto ctx = Ctx();
+    auto writer = stub->UpsertStream(ctx.get(), &resp);
+    writer->Write(r);
+    writer->WritesDone();
+    expect_invalid(writer->Finish(), "UpsertStream");
+  }
+  {
+    pb::SearchRequest r;
+    r.set_collection(name);
+    r.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(),
+                                                               v.end());
+    pb::SearchResponse resp;
+    expect_invalid(stub->Search(Ctx().get(), r, &resp), "Search");
+    pb::SearchBatchRequest b;
+    b.set_collection(name);
+    *b.add_queries() = r.query();
+    pb::SearchBatchResponse bresp;
+    expect_invalid(stub->SearchBatch(Ctx().get(), b, &bresp), "SearchBatch");
+  }
+  {
+    pb::GetRequest r;
+    r.set_collection(name);
+    r.add_ids("x");
+    pb::GetResponse resp;
+    expect_invalid(stub->Get(Ctx().get(), r, &resp), "Get");
+    pb::DeleteRequest d;
+    d.set_collection(name);
+    d.add_ids("x");
+    pb::DeleteResponse dresp;
+    expect_invalid(stub->Delete(Ctx().get(), d, &dresp), "Delete");
+  }
+  if (!name.empty()) {  // an empty collection means "all" for Stats
+    pb::StatsRequest r;
+    r.set_collection(name);
+    pb::StatsResponse resp;
+    expect_invalid(stub->Stats(Ctx().get(), r, &resp), "Stats");
+  }
+}
+
 TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
   const fs::path root = MakeTempDir("security_names");
   ServeOptions so;
@@ -54,78 +131,7 @@ TEST(SecurityTest, TraversalNamesAreInvalidArgumentOnEveryRpc) {
   ASSERT_TRUE(CreateCollection(stub, "ok", kDim).ok());
 
   for (const std::string& name : BadNames()) {
-    SCOPED_TRACE("name \"" + name.substr(0, 40) + "\" (" +
-                 std::to_string(name.size()) + " bytes)");
-    auto expect_invalid = [&](const grpc::Status& s, const char* rpc) {
-      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-          << rpc << ": " << s.error_code() << " " << s.error_message();
-    };
-    {
-      pb::CreateCollectionRequest r;
-      r.set_name(name);
-      r.set_dim(kDim);
-      pb::CreateCollectionResponse resp;
-      expect_invalid(stub->CreateCollection(Ctx().get(), r, &resp),
-                     "CreateCollection");
-    }
-    {
-      pb::DropCollectionRequest r;
-      r.set_name(name);
-      pb::DropCollectionResponse resp;
-      expect_invalid(stub->DropCollection(Ctx().get(), r, &resp),
-                     "DropCollection");
-    }
-    {
-      grpc::Status s;
-      Describe(stub, name, &s);
-      expect_invalid(s, "DescribeCollection");
-    }
-    const auto v = VectorFor("q", kDim);
-    {
-      pb::UpsertRequest r;
-      r.set_collection(name);
-      pb::Item* item = r.add_items();
-      item->set_id("x");
-      item->mutable_vector()->Add(v.begin(), v.end());
-      pb::UpsertResponse resp;
-      expect_invalid(stub->Upsert(Ctx().get(), r, &resp), "Upsert");
-      auto ctx = Ctx();
-      auto writer = stub->UpsertStream(ctx.get(), &resp);
-      writer->Write(r);
-      writer->WritesDone();
-      expect_invalid(writer->Finish(), "UpsertStream");
-    }
-    {
-      pb::SearchRequest r;
-      r.set_collection(name);
-      r.mutable_query()->mutable_vector()->mutable_values()->Add(v.begin(),
-                                                                 v.end());
-      pb::SearchResponse resp;
-      expect_invalid(stub->Search(Ctx().get(), r, &resp), "Search");
-      pb::SearchBatchRequest b;
-      b.set_collection(name);
-      *b.add_queries() = r.query();
-      pb::SearchBatchResponse bresp;
-      expect_invalid(stub->SearchBatch(Ctx().get(), b, &bresp), "SearchBatch");
-    }
-    {
-      pb::GetRequest r;
-      r.set_collection(name);
-      r.add_ids("x");
-      pb::GetResponse resp;
-      expect_invalid(stub->Get(Ctx().get(), r, &resp), "Get");
-      pb::DeleteRequest d;
-      d.set_collection(name);
-      d.add_ids("x");
-      pb::DeleteResponse dresp;
-      expect_invalid(stub->Delete(Ctx().get(), d, &dresp), "Delete");
-    }
-    if (!name.empty()) {  // an empty collection means "all" for Stats
-      pb::StatsRequest r;
-      r.set_collection(name);
-      pb::StatsResponse resp;
-      expect_invalid(stub->Stats(Ctx().get(), r, &resp), "Stats");
-    }
+    ExpectEveryRpcRejects(stub, name);
   }
   // Nothing was created outside the data directory, nor inside beyond "ok".
   std::vector<std::string> entries;
