@@ -20,30 +20,13 @@
 #include "index/collection.h"
 #include "index/test_util.h"
 #include "nlohmann/json.hpp"
+#include "tests/quality/quality_util.h"
 
 namespace zv {
 namespace {
 
-std::unique_ptr<embed::Embedder> CpuEmbedder() {
-  embed::EmbedderOptions options;
-  options.model_dir = "models/zerovec-mini";
-  options.device = embed::DevicePreference::kCpu;
-  auto embedder = embed::Embedder::Create(options);
-  EXPECT_TRUE(embedder.ok()) << embedder.status();
-  return embedder.ok() ? std::move(embedder).value() : nullptr;
-}
-
-std::vector<float> Embed(embed::Embedder& embedder,
-                         const std::vector<std::string>& texts) {
-  const int dim = embedder.info().dim;
-  std::vector<float> out(texts.size() * dim);
-  std::vector<std::string_view> views(texts.begin(), texts.end());
-  std::vector<float*> rows(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) rows[i] = out.data() + i * dim;
-  const Status status = embedder.EmbedInto(views, rows);
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
+using quality::CpuEmbedder;
+using quality::Embed;
 
 // A lexical collection holding `docs` (id "d<i>") with their embeddings.
 std::shared_ptr<index::Collection> Load(index::Database& db,

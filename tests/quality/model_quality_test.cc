@@ -21,11 +21,12 @@
 #include "embed/embedder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/quality/quality_util.h"
 
 namespace zv {
 namespace {
 
-constexpr char kModel[] = "models/zerovec-mini";
+using quality::kModel;
 
 struct Pair {
   std::string query, doc;
@@ -41,27 +42,8 @@ std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   return lines;
 }
 
-std::unique_ptr<embed::Embedder> CpuEmbedder(const char* model = kModel) {
-  embed::EmbedderOptions options;
-  options.model_dir = model;
-  options.device = embed::DevicePreference::kCpu;
-  auto embedder = embed::Embedder::Create(options);
-  EXPECT_TRUE(embedder.ok()) << embedder.status();
-  return embedder.ok() ? std::move(embedder).value() : nullptr;
-}
-
-// Row-major texts.size() x dim, L2-normalised by the model's Normalize module.
-std::vector<float> Embed(embed::Embedder& embedder,
-                         const std::vector<std::string>& texts) {
-  const int dim = embedder.info().dim;
-  std::vector<float> out(texts.size() * dim);
-  std::vector<std::string_view> views(texts.begin(), texts.end());
-  std::vector<float*> rows(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) rows[i] = out.data() + i * dim;
-  const Status status = embedder.EmbedInto(views, rows);
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
+using quality::CpuEmbedder;
+using quality::Embed;
 
 // Indices of the k highest scores, best first.
 std::vector<int> TopK(const float* scores, int n, int k) {
