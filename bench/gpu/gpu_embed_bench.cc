@@ -88,12 +88,24 @@ double ModelFlops(const ze::BertConfig& c, const std::vector<int>& lens) {
 
 int Reps(int batch) { return batch >= 4096 ? 5 : batch >= 256 ? 10 : 20; }
 
-}  // namespace
+using Flags = std::map<std::string, std::string>;
 
-int main(int argc, char** argv) {
-  auto args = Args(argc, argv);
-  for (const char* k : {"--model", "--texts", "--out", "--label"})
-    if (!args.count(k)) Die(std::string("missing ") + k);
+// The texts of --texts, by bucket, buckets in file order.
+struct Corpus {
+  std::map<std::string, std::vector<Text>> buckets;
+  std::vector<std::string> order;
+};
+
+// The CUDA encoder under test and the registered host rows it writes into.
+struct EncoderRig {
+  std::shared_ptr<ze::CudaModel> model;
+  std::unique_ptr<ze::Encoder> encoder;
+  float* out_rows = nullptr;
+  size_t out_bytes = 0;
+  std::vector<float*> rows;
+};
+
+std::vector<int> ParseBatches(Flags& args) {
   std::vector<int> batches = {1, 32, 256, 4096};
   if (args.count("--batches")) {
     batches.clear();
@@ -101,21 +113,334 @@ int main(int argc, char** argv) {
     for (std::string x; std::getline(ss, x, ',');)
       batches.push_back(std::stoi(x));
   }
-  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  return batches;
+}
 
-  // Texts.
-  std::map<std::string, std::vector<Text>> buckets;
-  std::vector<std::string> order;
-  {
-    std::ifstream in(args["--texts"]);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      json r = json::parse(line);
-      const std::string b = r["bucket"];
-      if (!buckets.count(b)) order.push_back(b);
-      buckets[b].push_back({r["text"], r["ids"].get<std::vector<int32_t>>()});
+Corpus ReadTexts(const std::string& path) {
+  Corpus c;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json r = json::parse(line);
+    const std::string b = r["bucket"];
+    if (!c.buckets.count(b)) c.order.push_back(b);
+    c.buckets[b].push_back({r["text"], r["ids"].get<std::vector<int32_t>>()});
+  }
+  return c;
+}
+
+// Tokenization alone at the largest batch: one thread, and the Embedder's
+// split (min(hardware threads, 8) workers for jobs of >= 256 texts).
+void TimeTokenizer(const ze::Tokenizer& tok, Corpus& corpus, int max_batch,
+                   json& out) {
+  for (const auto& b : corpus.order) {
+    const auto& v = corpus.buckets[b];
+    std::vector<std::string_view> texts;
+    for (int i = 0; i < max_batch; ++i) texts.push_back(v[i % v.size()].text);
+    std::vector<double> one, par;
+    const size_t workers =
+        std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+    for (int r = 0; r < 4; ++r) {
+      auto t0 = Clock::now();
+      size_t sink = 0;
+      for (auto s : texts) sink += tok.Encode(s).size();
+      auto t1 = Clock::now();
+      std::vector<std::future<size_t>> parts;
+      for (size_t w = 0; w < workers; ++w)
+        parts.push_back(std::async(std::launch::async, [&, w] {
+          size_t n = 0;
+          for (size_t i = w; i < texts.size(); i += workers)
+            n += tok.Encode(texts[i]).size();
+          return n;
+        }));
+      for (auto& p : parts) sink -= p.get();
+      auto t2 = Clock::now();
+      if (sink != 0) Die("tokenizer count mismatch");
+      if (r) {
+        one.push_back(Ms(t0, t1));
+        par.push_back(Ms(t1, t2));
+      }
+    }
+    out["tokenize"][b] = {{"batch", max_batch},
+                          {"one_thread_ms", Median(one)},
+                          {"threads", workers},
+                          {"parallel_ms", Median(par)}};
+    std::printf("tokenize %s x%d: %.2f ms on 1 thread, %.2f ms on %zu\n",
+                b.c_str(), max_batch, Median(one), Median(par), workers);
+  }
+}
+
+// Our tokenizer against the ids file (reference tokenizer), then its speed.
+void CheckTokenizer(const ze::Checkpoint& ck, Corpus& corpus, int max_batch,
+                    json& out) {
+  auto tok = ze::Tokenizer::Create(ck.vocab, ck.tokenizer_options);
+  CHECK_OK(tok.status());
+  int checked = 0, mismatched = 0;
+  for (const auto& b : corpus.order)
+    for (const auto& t : corpus.buckets[b]) {
+      ++checked;
+      if (tok->Encode(t.text) != t.ids) ++mismatched;
+    }
+  out["tokenizer_check"] = {{"texts", checked}, {"mismatched", mismatched}};
+  std::printf("tokenizer: %d of %d texts differ from the reference ids\n",
+              mismatched, checked);
+  TimeTokenizer(*tok, corpus, max_batch, out);
+}
+
+// GEMM ceiling through the encoder's own cuBLAS call; returns the larger.
+double MeasureGemmCeiling(json& out) {
+  auto fp16 = zvbench::GemmTflops("fp16", 8192, 10);
+  auto bf16 = zvbench::GemmTflops("bf16", 8192, 10);
+  CHECK_OK(fp16.status());
+  CHECK_OK(bf16.status());
+  out["gemm_ceiling_tflops"] = {
+      {"fp16", *fp16},
+      {"bf16", *bf16},
+      {"n", 8192},
+      {"call", "cublasGemmEx, fp32 accumulate, random data"}};
+  std::printf("GEMM ceiling 8192^3: fp16 %.0f TFLOP/s, bf16 %.0f TFLOP/s\n",
+              *fp16, *bf16);
+  return std::max(out["gemm_ceiling_tflops"]["fp16"].get<double>(),
+                  out["gemm_ceiling_tflops"]["bf16"].get<double>());
+}
+
+// The first n texts of bucket b (cycled) as one batch of ids.
+ze::TokenBatch BatchOf(Corpus& corpus, const std::string& b, int n,
+                       std::vector<int>* lens) {
+  ze::TokenBatch tb;
+  const auto& v = corpus.buckets[b];
+  for (int i = 0; i < n; ++i) {
+    tb.Add(v[i % v.size()].ids);
+    if (lens) lens->push_back(int(v[i % v.size()].ids.size()));
+  }
+  return tb;
+}
+
+EncoderRig CreateEncoder(std::shared_ptr<const ze::Checkpoint> ck,
+                         int max_tokens, int max_batch, json& out) {
+  const int h = ck->config.hidden_size;
+  EncoderRig rig;
+  auto model_or = ze::CudaModel::Create(ck, max_tokens);
+  CHECK_OK(model_or.status());
+  rig.model = *model_or;
+  auto enc_or = rig.model->NewEncoder();
+  CHECK_OK(enc_or.status());
+  rig.encoder = std::move(*enc_or);
+  rig.out_bytes = (size_t(max_batch) * h * 4 + 4095) / 4096 * 4096;
+  rig.out_rows = static_cast<float*>(std::aligned_alloc(4096, rig.out_bytes));
+  std::memset(rig.out_rows, 0, rig.out_bytes);
+  CHECK_OK(rig.model->RegisterOutputMemory(rig.out_rows, rig.out_bytes));
+  out["sink"] = rig.model->SinkMode();
+  out["device"] = rig.model->description();
+  std::printf("%s\n", rig.model->description().c_str());
+  for (int i = 0; i < max_batch; ++i)
+    rig.rows.push_back(rig.out_rows + size_t(i) * h);
+  return rig;
+}
+
+// Vectors of the first 64 texts a bucket (for the PyTorch comparison) and the
+// mirror against the encoder.
+void CompareMirror(Flags& args, Corpus& corpus, int h, EncoderRig& rig,
+                   zvbench::Mirror& mirror, json& out) {
+  json vecs;
+  double worst = 0;
+  for (const auto& b : corpus.order) {
+    const int n = std::min<int>(64, corpus.buckets[b].size());
+    auto tb = BatchOf(corpus, b, n, nullptr);
+    for (int i = 0; i < n * h; ++i) rig.out_rows[i] = NAN;  // poison
+    CHECK_OK(
+        rig.encoder->Encode(tb, std::span<float* const>(rig.rows.data(), n)));
+    CHECK_OK(mirror.Prepare(tb));
+    CHECK_OK(mirror.Run(false, nullptr).status());
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> v(rig.out_rows + size_t(i) * h,
+                           rig.out_rows + size_t(i + 1) * h);
+      for (int d = 0; d < h; ++d) {
+        if (!std::isfinite(v[d]))
+          Die("encoder left a row unwritten / non-finite");
+        worst = std::max<double>(
+            worst, std::fabs(v[d] - mirror.rows()[size_t(i) * h + d]));
+      }
+      vecs[b].push_back(v);
     }
   }
+  out["mirror_vs_encoder_max_abs_diff"] = worst;
+  std::printf("mirror vs encoder: max |diff| %.3g\n", worst);
+  // Same kernels, same cuBLAS calls: expected bit-identical. Recorded, not
+  // fatal, so the encoder's own (wall) figures still come out.
+  out["mirror_matches_encoder"] = worst <= 1e-5;
+  if (worst > 1e-5) std::printf("WARNING: mirror differs from the encoder\n");
+  if (args.count("--vectors-out"))
+    std::ofstream(args["--vectors-out"]) << vecs.dump();
+}
+
+// Per-phase GPU time of the mirror: median of 3 instrumented runs.
+json MirrorPhases(zvbench::Mirror& mirror) {
+  json phases;
+  std::map<std::string, std::vector<double>> per;
+  for (int i = 0; i < 3; ++i) {
+    zvbench::PhaseMs p;
+    CHECK_OK(mirror.Run(true, &p).status());
+    for (auto& [k, v] : p) per[k].push_back(v);
+  }
+  for (auto& [k, v] : per) phases[k] = Median(v);
+  return phases;
+}
+
+// What the throughput phase holds fixed across runs.
+struct ThroughputSetup {
+  const ze::BertConfig* cfg;
+  int max_batch;
+  double ceiling;
+};
+
+// One bucket x batch: encoder on ids (wall) and its GPU time via the mirror.
+void MeasureEncodeRun(Corpus& corpus, const std::string& b, int B,
+                      const ThroughputSetup& setup, EncoderRig& rig,
+                      zvbench::Mirror& mirror, json& out) {
+  auto& enc = *rig.encoder;
+  std::vector<int> lens;
+  auto tb = BatchOf(corpus, b, B, &lens);
+  const double tokens = tb.ids.size();
+  const double flops = ModelFlops(*setup.cfg, lens);
+  const double ceiling = setup.ceiling;
+  std::span<float* const> r(rig.rows.data(), B);
+  const int reps = Reps(B);
+  for (int w = 0; w < 2; ++w) CHECK_OK(enc.Encode(tb, r));
+  std::vector<double> wall;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    CHECK_OK(enc.Encode(tb, r));
+    wall.push_back(Ms(t0, Clock::now()));
+  }
+  CHECK_OK(mirror.Prepare(tb));
+  for (int w = 0; w < 2; ++w) CHECK_OK(mirror.Run(false, nullptr).status());
+  std::vector<double> gpu;
+  for (int i = 0; i < reps; ++i) {
+    auto g = mirror.Run(false, nullptr);
+    CHECK_OK(g.status());
+    gpu.push_back(*g);
+  }
+  json phases;
+  if (B == 1 || B == 32 || B == setup.max_batch) phases = MirrorPhases(mirror);
+  const double wm = Median(wall), gm = Median(gpu);
+  json rec = {
+      {"impl", "zerovec-cuda"},
+      {"bucket", b},
+      {"batch", B},
+      {"tokens", tokens},
+      {"reps", reps},
+      {"encode_wall_ms", wm},
+      {"gpu_ms", gm},
+      {"sentences_per_s_wall", B / (wm / 1e3)},
+      {"tokens_per_s_wall", tokens / (wm / 1e3)},
+      {"sentences_per_s_gpu", B / (gm / 1e3)},
+      {"tokens_per_s_gpu", tokens / (gm / 1e3)},
+      {"model_gflop", flops / 1e9},
+      {"tflops_gpu", flops / (gm / 1e3) / 1e12},
+      {"fraction_of_gemm_ceiling_gpu", flops / (gm / 1e3) / 1e12 / ceiling},
+      {"fraction_of_gemm_ceiling_wall", flops / (wm / 1e3) / 1e12 / ceiling}};
+  if (!phases.is_null()) rec["phases_ms"] = phases;
+  out["runs"].push_back(rec);
+  std::printf(
+      "%-6s B=%5d  encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f "
+      "sent/s, %5.1f TFLOP/s)\n",
+      b.c_str(), B, wm, B / (wm / 1e3), gm, B / (gm / 1e3),
+      flops / (gm / 1e3) / 1e12);
+  std::fflush(stdout);
+}
+
+// The encoder's GEMM shapes alone at the largest batch of each bucket.
+void MeasureGemmShapes(Corpus& corpus, const ze::BertConfig& cfg, int max_batch,
+                       json& out) {
+  const int h = cfg.hidden_size;
+  for (const auto& b : corpus.order) {
+    const int t = BatchOf(corpus, b, max_batch, nullptr).ids.size();
+    const int f = cfg.intermediate_size;
+    json s;
+    for (auto [name, n, k] : {std::tuple{"qkv", 3 * h, h},
+                              {"attn_out", h, h},
+                              {"ffn_in", f, h},
+                              {"ffn_out", h, f}}) {
+      auto r = zvbench::ShapeTflops(t, n, k, 5);
+      CHECK_OK(r.status());
+      s[name] = *r;
+    }
+    out["gemm_shapes_tflops"][b] = s;
+  }
+}
+
+// One bucket x batch through Embedder::EmbedInto (texts in, rows out).
+void MeasureEmbedRun(ze::Embedder& emb, Corpus& corpus, const std::string& b,
+                     int B, int mbt, EncoderRig& rig, json& out) {
+  const auto& v = corpus.buckets[b];
+  std::vector<std::string_view> texts;
+  double tokens = 0;
+  for (int i = 0; i < B; ++i) {
+    texts.push_back(v[i % v.size()].text);
+    tokens += v[i % v.size()].ids.size();
+  }
+  std::span<float* const> r(rig.rows.data(), B);
+  const int reps = Reps(B);
+  for (int w = 0; w < 2; ++w) CHECK_OK(emb.EmbedInto(texts, r));
+  std::vector<double> wall;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    CHECK_OK(emb.EmbedInto(texts, r));
+    wall.push_back(Ms(t0, Clock::now()));
+  }
+  const double wm = Median(wall);
+  out["runs"].push_back({{"impl", "zerovec-e2e"},
+                         {"max_batch_tokens", mbt},
+                         {"bucket", b},
+                         {"batch", B},
+                         {"tokens", tokens},
+                         {"reps", reps},
+                         {"ms", wm},
+                         {"sentences_per_s", B / (wm / 1e3)},
+                         {"tokens_per_s", tokens / (wm / 1e3)}});
+  std::printf("e2e(mbt %d) %-6s B=%5d %9.3f ms (%9.0f sent/s)\n", mbt,
+              b.c_str(), B, wm, B / (wm / 1e3));
+  std::fflush(stdout);
+}
+
+// End to end through embed/embedder.h: texts in, rows in registered memory
+// (one registration at a time: cudaHostRegister refuses a second).
+void MeasureEndToEnd(Flags& args, Corpus& corpus,
+                     const std::vector<int>& batches, int max_batch,
+                     int max_tokens, EncoderRig& rig, json& out) {
+  rig.model->UnregisterOutputMemory(rig.out_rows);
+  for (int mbt : {16384, max_tokens}) {
+    ze::EmbedderOptions opt;
+    opt.model_dir = args["--model"];
+    opt.device = ze::DevicePreference::kCuda;
+    opt.max_batch_tokens = mbt;
+    auto emb_or = ze::Embedder::Create(opt);
+    CHECK_OK(emb_or.status());
+    auto& emb = **emb_or;
+    CHECK_OK(emb.RegisterOutputMemory(rig.out_rows, rig.out_bytes));
+    out["e2e_device"][std::to_string(mbt)] = emb.device_description();
+    std::printf("e2e embedder: %s\n", emb.device_description().c_str());
+    for (const auto& b : corpus.order) {
+      for (int B : batches) {
+        if (mbt != 16384 && B < max_batch)
+          continue;  // large buckets: largest batch only
+        MeasureEmbedRun(emb, corpus, b, B, mbt, rig, out);
+      }
+    }
+    emb.UnregisterOutputMemory(rig.out_rows);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = Args(argc, argv);
+  for (const char* k : {"--model", "--texts", "--out", "--label"})
+    if (!args.count(k)) Die(std::string("missing ") + k);
+  const std::vector<int> batches = ParseBatches(args);
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  Corpus corpus = ReadTexts(args["--texts"]);
 
   auto ck_or = ze::LoadCheckpoint(args["--model"]);
   CHECK_OK(ck_or.status());
@@ -133,275 +458,27 @@ int main(int argc, char** argv) {
                    {"ffn", cfg.intermediate_size},
                    {"vocab", cfg.vocab_size}};
 
-  // Our tokenizer against the ids file (reference tokenizer).
-  {
-    auto tok = ze::Tokenizer::Create(ck->vocab, ck->tokenizer_options);
-    CHECK_OK(tok.status());
-    int checked = 0, mismatched = 0;
-    for (const auto& b : order)
-      for (const auto& t : buckets[b]) {
-        ++checked;
-        if (tok->Encode(t.text) != t.ids) ++mismatched;
-      }
-    out["tokenizer_check"] = {{"texts", checked}, {"mismatched", mismatched}};
-    std::printf("tokenizer: %d of %d texts differ from the reference ids\n",
-                mismatched, checked);
+  CheckTokenizer(*ck, corpus, max_batch, out);
+  const double ceiling = MeasureGemmCeiling(out);
 
-    // Tokenization alone at the largest batch: one thread, and the Embedder's
-    // split (min(hardware threads, 8) workers for jobs of >= 256 texts).
-    for (const auto& b : order) {
-      const auto& v = buckets[b];
-      std::vector<std::string_view> texts;
-      for (int i = 0; i < max_batch; ++i) texts.push_back(v[i % v.size()].text);
-      std::vector<double> one, par;
-      const size_t workers =
-          std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-      for (int r = 0; r < 4; ++r) {
-        auto t0 = Clock::now();
-        size_t sink = 0;
-        for (auto s : texts) sink += tok->Encode(s).size();
-        auto t1 = Clock::now();
-        std::vector<std::future<size_t>> parts;
-        for (size_t w = 0; w < workers; ++w)
-          parts.push_back(std::async(std::launch::async, [&, w] {
-            size_t n = 0;
-            for (size_t i = w; i < texts.size(); i += workers)
-              n += tok->Encode(texts[i]).size();
-            return n;
-          }));
-        for (auto& p : parts) sink -= p.get();
-        auto t2 = Clock::now();
-        if (sink != 0) Die("tokenizer count mismatch");
-        if (r) {
-          one.push_back(Ms(t0, t1));
-          par.push_back(Ms(t1, t2));
-        }
-      }
-      out["tokenize"][b] = {{"batch", max_batch},
-                            {"one_thread_ms", Median(one)},
-                            {"threads", workers},
-                            {"parallel_ms", Median(par)}};
-      std::printf("tokenize %s x%d: %.2f ms on 1 thread, %.2f ms on %zu\n",
-                  b.c_str(), max_batch, Median(one), Median(par), workers);
-    }
-  }
-
-  // GEMM ceiling through the encoder's own cuBLAS call.
-  {
-    auto fp16 = zvbench::GemmTflops("fp16", 8192, 10);
-    auto bf16 = zvbench::GemmTflops("bf16", 8192, 10);
-    CHECK_OK(fp16.status());
-    CHECK_OK(bf16.status());
-    out["gemm_ceiling_tflops"] = {
-        {"fp16", *fp16},
-        {"bf16", *bf16},
-        {"n", 8192},
-        {"call", "cublasGemmEx, fp32 accumulate, random data"}};
-    std::printf("GEMM ceiling 8192^3: fp16 %.0f TFLOP/s, bf16 %.0f TFLOP/s\n",
-                *fp16, *bf16);
-  }
-  const double ceiling =
-      std::max(out["gemm_ceiling_tflops"]["fp16"].get<double>(),
-               out["gemm_ceiling_tflops"]["bf16"].get<double>());
-
-  auto batch_of = [&](const std::string& b, int n, std::vector<int>* lens) {
-    ze::TokenBatch tb;
-    const auto& v = buckets[b];
-    for (int i = 0; i < n; ++i) {
-      tb.Add(v[i % v.size()].ids);
-      if (lens) lens->push_back(int(v[i % v.size()].ids.size()));
-    }
-    return tb;
-  };
   int max_tokens = 0;
-  for (const auto& b : order)
-    max_tokens =
-        std::max<int>(max_tokens, batch_of(b, max_batch, nullptr).ids.size());
-
-  auto model_or = ze::CudaModel::Create(ck, max_tokens);
-  CHECK_OK(model_or.status());
-  auto model = *model_or;
-  auto enc_or = model->NewEncoder();
-  CHECK_OK(enc_or.status());
-  auto& enc = **enc_or;
-  const size_t out_bytes = (size_t(max_batch) * h * 4 + 4095) / 4096 * 4096;
-  float* out_rows = static_cast<float*>(std::aligned_alloc(4096, out_bytes));
-  std::memset(out_rows, 0, out_bytes);
-  CHECK_OK(model->RegisterOutputMemory(out_rows, out_bytes));
-  out["sink"] = model->SinkMode();
-  out["device"] = model->description();
-  std::printf("%s\n", model->description().c_str());
-  std::vector<float*> rows;
-  for (int i = 0; i < max_batch; ++i) rows.push_back(out_rows + size_t(i) * h);
-
+  for (const auto& b : corpus.order)
+    max_tokens = std::max<int>(
+        max_tokens, BatchOf(corpus, b, max_batch, nullptr).ids.size());
+  EncoderRig rig = CreateEncoder(ck, max_tokens, max_batch, out);
   auto mirror_or = zvbench::Mirror::Create(*ck, max_tokens, max_batch);
   CHECK_OK(mirror_or.status());
   auto& mirror = **mirror_or;
 
-  // Vectors of the first 64 texts a bucket (for the PyTorch comparison) and the
-  // mirror against the encoder.
-  {
-    json vecs;
-    double worst = 0;
-    for (const auto& b : order) {
-      const int n = std::min<int>(64, buckets[b].size());
-      auto tb = batch_of(b, n, nullptr);
-      for (int i = 0; i < n * h; ++i) out_rows[i] = NAN;  // poison
-      CHECK_OK(enc.Encode(tb, std::span<float* const>(rows.data(), n)));
-      CHECK_OK(mirror.Prepare(tb));
-      CHECK_OK(mirror.Run(false, nullptr).status());
-      for (int i = 0; i < n; ++i) {
-        std::vector<float> v(out_rows + size_t(i) * h,
-                             out_rows + size_t(i + 1) * h);
-        for (int d = 0; d < h; ++d) {
-          if (!std::isfinite(v[d]))
-            Die("encoder left a row unwritten / non-finite");
-          worst = std::max<double>(
-              worst, std::fabs(v[d] - mirror.rows()[size_t(i) * h + d]));
-        }
-        vecs[b].push_back(v);
-      }
-    }
-    out["mirror_vs_encoder_max_abs_diff"] = worst;
-    std::printf("mirror vs encoder: max |diff| %.3g\n", worst);
-    // Same kernels, same cuBLAS calls: expected bit-identical. Recorded, not
-    // fatal, so the encoder's own (wall) figures still come out.
-    out["mirror_matches_encoder"] = worst <= 1e-5;
-    if (worst > 1e-5) std::printf("WARNING: mirror differs from the encoder\n");
-    if (args.count("--vectors-out"))
-      std::ofstream(args["--vectors-out"]) << vecs.dump();
-  }
-
+  CompareMirror(args, corpus, h, rig, mirror, out);
   // Throughput: encoder on ids, and its GPU time through the mirror.
-  for (const auto& b : order) {
-    for (int B : batches) {
-      std::vector<int> lens;
-      auto tb = batch_of(b, B, &lens);
-      const double tokens = tb.ids.size();
-      const double flops = ModelFlops(cfg, lens);
-      std::span<float* const> r(rows.data(), B);
-      const int reps = Reps(B);
-      for (int w = 0; w < 2; ++w) CHECK_OK(enc.Encode(tb, r));
-      std::vector<double> wall;
-      for (int i = 0; i < reps; ++i) {
-        auto t0 = Clock::now();
-        CHECK_OK(enc.Encode(tb, r));
-        wall.push_back(Ms(t0, Clock::now()));
-      }
-      CHECK_OK(mirror.Prepare(tb));
-      for (int w = 0; w < 2; ++w) CHECK_OK(mirror.Run(false, nullptr).status());
-      std::vector<double> gpu;
-      for (int i = 0; i < reps; ++i) {
-        auto g = mirror.Run(false, nullptr);
-        CHECK_OK(g.status());
-        gpu.push_back(*g);
-      }
-      json phases;
-      if (B == 1 || B == 32 || B == max_batch) {
-        std::map<std::string, std::vector<double>> per;
-        for (int i = 0; i < 3; ++i) {
-          zvbench::PhaseMs p;
-          CHECK_OK(mirror.Run(true, &p).status());
-          for (auto& [k, v] : p) per[k].push_back(v);
-        }
-        for (auto& [k, v] : per) phases[k] = Median(v);
-      }
-      const double wm = Median(wall), gm = Median(gpu);
-      json rec = {
-          {"impl", "zerovec-cuda"},
-          {"bucket", b},
-          {"batch", B},
-          {"tokens", tokens},
-          {"reps", reps},
-          {"encode_wall_ms", wm},
-          {"gpu_ms", gm},
-          {"sentences_per_s_wall", B / (wm / 1e3)},
-          {"tokens_per_s_wall", tokens / (wm / 1e3)},
-          {"sentences_per_s_gpu", B / (gm / 1e3)},
-          {"tokens_per_s_gpu", tokens / (gm / 1e3)},
-          {"model_gflop", flops / 1e9},
-          {"tflops_gpu", flops / (gm / 1e3) / 1e12},
-          {"fraction_of_gemm_ceiling_gpu", flops / (gm / 1e3) / 1e12 / ceiling},
-          {"fraction_of_gemm_ceiling_wall",
-           flops / (wm / 1e3) / 1e12 / ceiling}};
-      if (!phases.is_null()) rec["phases_ms"] = phases;
-      out["runs"].push_back(rec);
-      std::printf(
-          "%-6s B=%5d  encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f "
-          "sent/s, %5.1f TFLOP/s)\n",
-          b.c_str(), B, wm, B / (wm / 1e3), gm, B / (gm / 1e3),
-          flops / (gm / 1e3) / 1e12);
-      std::fflush(stdout);
-    }
-  }
+  const ThroughputSetup setup{&cfg, max_batch, ceiling};
+  for (const auto& b : corpus.order)
+    for (int B : batches)
+      MeasureEncodeRun(corpus, b, B, setup, rig, mirror, out);
+  MeasureGemmShapes(corpus, cfg, max_batch, out);
+  MeasureEndToEnd(args, corpus, batches, max_batch, max_tokens, rig, out);
 
-  // The encoder's GEMM shapes alone at the largest batch of each bucket.
-  for (const auto& b : order) {
-    const int t = batch_of(b, max_batch, nullptr).ids.size();
-    const int f = cfg.intermediate_size;
-    json s;
-    for (auto [name, n, k] : {std::tuple{"qkv", 3 * h, h},
-                              {"attn_out", h, h},
-                              {"ffn_in", f, h},
-                              {"ffn_out", h, f}}) {
-      auto r = zvbench::ShapeTflops(t, n, k, 5);
-      CHECK_OK(r.status());
-      s[name] = *r;
-    }
-    out["gemm_shapes_tflops"][b] = s;
-  }
-
-  // End to end through embed/embedder.h: texts in, rows in registered memory
-  // (one registration at a time: cudaHostRegister refuses a second).
-  model->UnregisterOutputMemory(out_rows);
-  for (int mbt : {16384, max_tokens}) {
-    ze::EmbedderOptions opt;
-    opt.model_dir = args["--model"];
-    opt.device = ze::DevicePreference::kCuda;
-    opt.max_batch_tokens = mbt;
-    auto emb_or = ze::Embedder::Create(opt);
-    CHECK_OK(emb_or.status());
-    auto& emb = **emb_or;
-    CHECK_OK(emb.RegisterOutputMemory(out_rows, out_bytes));
-    out["e2e_device"][std::to_string(mbt)] = emb.device_description();
-    std::printf("e2e embedder: %s\n", emb.device_description().c_str());
-    for (const auto& b : order) {
-      for (int B : batches) {
-        if (mbt != 16384 && B < max_batch)
-          continue;  // large buckets: largest batch only
-        const auto& v = buckets[b];
-        std::vector<std::string_view> texts;
-        double tokens = 0;
-        for (int i = 0; i < B; ++i) {
-          texts.push_back(v[i % v.size()].text);
-          tokens += v[i % v.size()].ids.size();
-        }
-        std::span<float* const> r(rows.data(), B);
-        const int reps = Reps(B);
-        for (int w = 0; w < 2; ++w) CHECK_OK(emb.EmbedInto(texts, r));
-        std::vector<double> wall;
-        for (int i = 0; i < reps; ++i) {
-          auto t0 = Clock::now();
-          CHECK_OK(emb.EmbedInto(texts, r));
-          wall.push_back(Ms(t0, Clock::now()));
-        }
-        const double wm = Median(wall);
-        out["runs"].push_back({{"impl", "zerovec-e2e"},
-                               {"max_batch_tokens", mbt},
-                               {"bucket", b},
-                               {"batch", B},
-                               {"tokens", tokens},
-                               {"reps", reps},
-                               {"ms", wm},
-                               {"sentences_per_s", B / (wm / 1e3)},
-                               {"tokens_per_s", tokens / (wm / 1e3)}});
-        std::printf("e2e(mbt %d) %-6s B=%5d %9.3f ms (%9.0f sent/s)\n", mbt,
-                    b.c_str(), B, wm, B / (wm / 1e3));
-        std::fflush(stdout);
-      }
-    }
-    emb.UnregisterOutputMemory(out_rows);
-  }
   std::ofstream(args["--out"]) << out.dump(1);
   std::printf("wrote %s\n", args["--out"].c_str());
   return 0;
