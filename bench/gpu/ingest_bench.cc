@@ -202,25 +202,230 @@ class IndexServer final : public v1::ZeroVec::Service {
   _exit(0);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line, with its defaults.
+struct IngestFlags {
   std::map<std::string, std::string> a;
+  std::string bucket;
+  uint64_t rows = 0;
+  int reps = 0;
+  fs::path base;
+  std::vector<int> chunks;
+  std::string device;
+};
+
+IngestFlags ParseFlags(int argc, char** argv) {
+  IngestFlags f;
+  auto& a = f.a;
   for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
   for (const char* k : {"--model", "--texts", "--out"})
     if (!a.count(k)) Die(std::string("missing ") + k);
-  const std::string bucket = a.count("--bucket") ? a["--bucket"] : "medium";
-  const uint64_t rows = a.count("--rows") ? std::stoull(a["--rows"]) : 65536;
-  const int reps = a.count("--reps") ? std::stoi(a["--reps"]) : 3;
-  const fs::path base = a.count("--dir") ? a["--dir"] : "/tmp/zv_ingest";
-  std::vector<int> chunks = {1024, 4096};
+  f.bucket = a.count("--bucket") ? a["--bucket"] : "medium";
+  f.rows = a.count("--rows") ? std::stoull(a["--rows"]) : 65536;
+  f.reps = a.count("--reps") ? std::stoi(a["--reps"]) : 3;
+  f.base = a.count("--dir") ? a["--dir"] : "/tmp/zv_ingest";
+  f.chunks = {1024, 4096};
   if (a.count("--chunks")) {
-    chunks.clear();
+    f.chunks.clear();
     std::stringstream ss(a["--chunks"]);
     for (std::string x; std::getline(ss, x, ',');)
-      chunks.push_back(std::stoi(x));
+      f.chunks.push_back(std::stoi(x));
   }
-  const std::string device = a.count("--device") ? a["--device"] : "cuda";
+  f.device = a.count("--device") ? a["--device"] : "cuda";
+  return f;
+}
+
+// `rows` texts of `bucket` from the texts file, cycled.
+std::vector<std::string> ReadTexts(const std::string& path,
+                                   const std::string& bucket, uint64_t rows) {
+  std::vector<std::string> texts;
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json r = json::parse(line);
+    if (r["bucket"] == bucket) all.push_back(r["text"]);
+  }
+  if (all.empty()) Die("no texts in bucket " + bucket);
+  for (uint64_t i = 0; i < rows; ++i) texts.push_back(all[i % all.size()]);
+  return texts;
+}
+
+// Warm-up: CUDA context, cuBLAS heuristics, first allocations.
+void WarmUp(zv::embed::Embedder& emb,
+            const std::vector<std::string_view>& views) {
+  const int dim = emb.info().dim;
+  std::vector<float> w(size_t(256) * dim);
+  std::vector<float*> r;
+  for (int i = 0; i < 256; ++i) r.push_back(&w[size_t(i) * dim]);
+  CHECK_OK(emb.EmbedInto(std::span(views.data(), 256), r));
+}
+
+// What every measured ingest shares, and where its results go.
+struct IngestContext {
+  zv::embed::Embedder& emb;
+  const std::vector<std::string_view>& views;
+  uint64_t rows;
+  int dim;
+  json& out;
+  std::map<std::string, std::vector<double>>& rate;
+};
+
+// ---- zero-copy: SegmentSink into a segment, until the reader process sees it.
+void RunZeroCopy(IngestContext& c, Pipe& reader, const fs::path& base, int rep,
+                 int chunk) {
+  auto& emb = c.emb;
+  const auto& views = c.views;
+  const uint64_t rows = c.rows;
+  const fs::path dir =
+      base / ("zc_" + std::to_string(rep) + "_" + std::to_string(chunk));
+  fs::remove_all(dir);
+  zv::shm::SegmentOptions so;
+  so.dim = c.dim;
+  auto w_or = zv::shm::Writer::Create(dir, so);
+  CHECK_OK(w_or.status());
+  auto& w = **w_or;
+  reader.Send("attach " + dir.string() + " " + std::to_string(rows));
+  if (reader.Recv() != "attached") Die("reader");
+  zv::embed::SegmentSink sink(emb, w);
+  double reserve_ms = 0, embed_ms = 0, commit_ms = 0;
+  const int64_t t0 = NowNs();
+  for (uint64_t first = 0; first < rows; first += chunk) {
+    const uint64_t n = std::min<uint64_t>(chunk, rows - first);
+    int64_t s = NowNs();
+    CHECK_OK(w.Reserve(n));
+    int64_t e = NowNs();
+    reserve_ms += (e - s) / 1e6;
+    CHECK_OK(sink.Embed(std::span(views.data() + first, n), first));
+    s = NowNs();
+    embed_ms += (s - e) / 1e6;
+    for (uint64_t i = 0; i < n; ++i) w.SetId(first + i, int64_t(first + i));
+    CHECK_OK(w.Commit(first + n));
+    commit_ms += (NowNs() - s) / 1e6;
+  }
+  const int64_t t_commit = NowNs();
+  std::istringstream ans(reader.Recv());
+  int64_t t_seen = 0;
+  double norm = 0;
+  int64_t last_id = -1;
+  uint64_t refreshes = 0;
+  ans >> t_seen >> norm >> last_id >> refreshes;
+  if (std::fabs(norm - 1.0) > 1e-3 || last_id != int64_t(rows - 1))
+    Die("reader saw a wrong last row");
+  const double s = (t_seen - t0) / 1e9;
+  json rec = {{"path", "zero-copy"},
+              {"chunk", chunk},
+              {"rep", rep},
+              {"seconds", s},
+              {"rows_per_s", rows / s},
+              {"reserve_ms", reserve_ms},
+              {"embed_ms", embed_ms},
+              {"setid_commit_ms", commit_ms},
+              {"writer_done_to_reader_seen_us", (t_seen - t_commit) / 1e3},
+              {"reader_refreshes", refreshes},
+              {"sink", emb.device_description()}};
+  std::printf("%s\n", rec.dump().c_str());
+  std::fflush(stdout);
+  if (rep > 0) {
+    c.out["runs"].push_back(rec);
+    c.rate["zero-copy/" + std::to_string(chunk)].push_back(rows / s);
+  }
+  fs::remove_all(dir);
+}
+
+// ---- conventional: EmbedInto host memory, protobuf, Upsert over gRPC.
+void RunConventional(IngestContext& c, v1::ZeroVec::Stub* stub, int rep,
+                     int chunk) {
+  auto& emb = c.emb;
+  const auto& views = c.views;
+  const uint64_t rows = c.rows;
+  const int dim = c.dim;
+  const std::string coll =
+      "c" + std::to_string(rep) + "_" + std::to_string(chunk);
+  std::vector<float> host(size_t(chunk) *
+                          dim);  // ordinary memory: staged + copied
+  std::vector<float*> hrows;
+  for (int i = 0; i < chunk; ++i) hrows.push_back(&host[size_t(i) * dim]);
+  double embed_ms = 0, build_ms = 0, rpc_ms = 0, handler_ms = 0;
+  uint64_t bytes = 0, index_rows = 0;
+  const int64_t t0 = NowNs();
+  for (uint64_t first = 0; first < rows; first += chunk) {
+    const uint64_t n = std::min<uint64_t>(chunk, rows - first);
+    int64_t s = NowNs();
+    CHECK_OK(emb.EmbedInto(std::span(views.data() + first, n),
+                           std::span(hrows.data(), n)));
+    int64_t e = NowNs();
+    embed_ms += (e - s) / 1e6;
+    v1::UpsertRequest req;
+    req.set_collection(coll);
+    req.mutable_items()->Reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      v1::Item* it = req.add_items();
+      it->set_id(std::to_string(first + i));
+      it->mutable_vector()->Add(host.data() + i * dim,
+                                host.data() + (i + 1) * dim);
+    }
+    s = NowNs();
+    build_ms += (s - e) / 1e6;
+    bytes += req.ByteSizeLong();
+    grpc::ClientContext ctx;
+    v1::UpsertResponse resp;
+    grpc::Status st = stub->Upsert(&ctx, req, &resp);
+    if (!st.ok()) Die("Upsert: " + st.error_message());
+    if (resp.upserted() != n) Die("Upsert count");
+    rpc_ms += (NowNs() - s) / 1e6;
+    for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
+      if (k == "x-handler-ns")
+        handler_ms += std::stoll(std::string(v.data(), v.size())) / 1e6;
+      if (k == "x-index-rows")
+        index_rows = std::stoull(std::string(v.data(), v.size()));
+    }
+  }
+  const double s = (NowNs() - t0) / 1e9;
+  if (index_rows != rows)
+    Die("index holds " + std::to_string(index_rows) + " rows");
+  json rec = {{"path", "conventional-grpc"},
+              {"chunk", chunk},
+              {"rep", rep},
+              {"seconds", s},
+              {"rows_per_s", rows / s},
+              {"embed_ms", embed_ms},
+              {"build_request_ms", build_ms},
+              {"rpc_ms", rpc_ms},
+              {"server_handler_ms", handler_ms},
+              {"request_bytes", bytes}};
+  std::printf("%s\n", rec.dump().c_str());
+  std::fflush(stdout);
+  if (rep > 0) {
+    c.out["runs"].push_back(rec);
+    c.rate["conventional-grpc/" + std::to_string(chunk)].push_back(rows / s);
+  }
+  grpc::ClientContext ctx;
+  v1::DropCollectionRequest dr;
+  dr.set_name(coll);
+  v1::DropCollectionResponse dresp;
+  stub->DropCollection(&ctx, dr, &dresp);
+}
+
+// Medians, zero-copy / conventional ratios, printed and written to `path`.
+void WriteSummary(json& out, std::map<std::string, std::vector<double>>& rate,
+                  const std::vector<int>& chunks, const std::string& path) {
+  for (auto& [k, v] : rate) out["median_rows_per_s"][k] = Median(v);
+  for (int chunk : chunks) {
+    const std::string c = std::to_string(chunk);
+    out["ratio_zero_copy_over_conventional"][c] =
+        Median(rate["zero-copy/" + c]) / Median(rate["conventional-grpc/" + c]);
+  }
+  std::printf("%s\n", out["median_rows_per_s"].dump().c_str());
+  std::printf("ratio zero-copy / conventional: %s\n",
+              out["ratio_zero_copy_over_conventional"].dump().c_str());
+  std::ofstream(path) << out.dump(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  IngestFlags f = ParseFlags(argc, argv);
+  auto& a = f.a;
 
   // Children first: before CUDA or gRPC exist in this process.
   Channel rc, sc;
@@ -232,34 +437,18 @@ int main(int argc, char** argv) {
   Pipe server = sc.ParentSide();
   const int port = std::stoi(server.Recv());
 
-  std::vector<std::string> texts;
-  {
-    std::ifstream in(a["--texts"]);
-    std::vector<std::string> all;
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      json r = json::parse(line);
-      if (r["bucket"] == bucket) all.push_back(r["text"]);
-    }
-    if (all.empty()) Die("no texts in bucket " + bucket);
-    for (uint64_t i = 0; i < rows; ++i) texts.push_back(all[i % all.size()]);
-  }
+  std::vector<std::string> texts = ReadTexts(a["--texts"], f.bucket, f.rows);
   std::vector<std::string_view> views(texts.begin(), texts.end());
 
   zv::embed::EmbedderOptions opt;
   opt.model_dir = a["--model"];
-  opt.device = device == "cpu" ? zv::embed::DevicePreference::kCpu
-                               : zv::embed::DevicePreference::kCuda;
+  opt.device = f.device == "cpu" ? zv::embed::DevicePreference::kCpu
+                                 : zv::embed::DevicePreference::kCuda;
   auto emb_or = zv::embed::Embedder::Create(opt);
   CHECK_OK(emb_or.status());
   auto& emb = **emb_or;
   const int dim = emb.info().dim;
-  {  // warm-up: CUDA context, cuBLAS heuristics, first allocations
-    std::vector<float> w(size_t(256) * dim);
-    std::vector<float*> r;
-    for (int i = 0; i < 256; ++i) r.push_back(&w[size_t(i) * dim]);
-    CHECK_OK(emb.EmbedInto(std::span(views.data(), 256), r));
-  }
+  WarmUp(emb, views);
 
   grpc::ChannelArguments ca;
   ca.SetMaxReceiveMessageSize(1 << 30);
@@ -272,155 +461,21 @@ int main(int argc, char** argv) {
   json out;
   out["model"] = a["--model"];
   out["dim"] = dim;
-  out["bucket"] = bucket;
-  out["rows"] = rows;
+  out["bucket"] = f.bucket;
+  out["rows"] = f.rows;
   out["grpc_version"] = grpc::Version();
   out["protobuf_version"] = GOOGLE_PROTOBUF_VERSION;
-  fs::create_directories(base);
+  fs::create_directories(f.base);
   std::map<std::string, std::vector<double>> rate;
 
-  for (int rep = 0; rep < reps + 1; ++rep) {  // rep 0 is a warm-up
-    for (int chunk : chunks) {
-      // ---- zero-copy
-      {
-        const fs::path dir =
-            base / ("zc_" + std::to_string(rep) + "_" + std::to_string(chunk));
-        fs::remove_all(dir);
-        zv::shm::SegmentOptions so;
-        so.dim = dim;
-        auto w_or = zv::shm::Writer::Create(dir, so);
-        CHECK_OK(w_or.status());
-        auto& w = **w_or;
-        reader.Send("attach " + dir.string() + " " + std::to_string(rows));
-        if (reader.Recv() != "attached") Die("reader");
-        zv::embed::SegmentSink sink(emb, w);
-        double reserve_ms = 0, embed_ms = 0, commit_ms = 0;
-        const int64_t t0 = NowNs();
-        for (uint64_t first = 0; first < rows; first += chunk) {
-          const uint64_t n = std::min<uint64_t>(chunk, rows - first);
-          int64_t s = NowNs();
-          CHECK_OK(w.Reserve(n));
-          int64_t e = NowNs();
-          reserve_ms += (e - s) / 1e6;
-          CHECK_OK(sink.Embed(std::span(views.data() + first, n), first));
-          s = NowNs();
-          embed_ms += (s - e) / 1e6;
-          for (uint64_t i = 0; i < n; ++i)
-            w.SetId(first + i, int64_t(first + i));
-          CHECK_OK(w.Commit(first + n));
-          commit_ms += (NowNs() - s) / 1e6;
-        }
-        const int64_t t_commit = NowNs();
-        std::istringstream ans(reader.Recv());
-        int64_t t_seen = 0;
-        double norm = 0;
-        int64_t last_id = -1;
-        uint64_t refreshes = 0;
-        ans >> t_seen >> norm >> last_id >> refreshes;
-        if (std::fabs(norm - 1.0) > 1e-3 || last_id != int64_t(rows - 1))
-          Die("reader saw a wrong last row");
-        const double s = (t_seen - t0) / 1e9;
-        json rec = {
-            {"path", "zero-copy"},
-            {"chunk", chunk},
-            {"rep", rep},
-            {"seconds", s},
-            {"rows_per_s", rows / s},
-            {"reserve_ms", reserve_ms},
-            {"embed_ms", embed_ms},
-            {"setid_commit_ms", commit_ms},
-            {"writer_done_to_reader_seen_us", (t_seen - t_commit) / 1e3},
-            {"reader_refreshes", refreshes},
-            {"sink", emb.device_description()}};
-        std::printf("%s\n", rec.dump().c_str());
-        std::fflush(stdout);
-        if (rep > 0) {
-          out["runs"].push_back(rec);
-          rate["zero-copy/" + std::to_string(chunk)].push_back(rows / s);
-        }
-        fs::remove_all(dir);
-      }
-      // ---- conventional
-      {
-        const std::string coll =
-            "c" + std::to_string(rep) + "_" + std::to_string(chunk);
-        std::vector<float> host(size_t(chunk) *
-                                dim);  // ordinary memory: staged + copied
-        std::vector<float*> hrows;
-        for (int i = 0; i < chunk; ++i) hrows.push_back(&host[size_t(i) * dim]);
-        double embed_ms = 0, build_ms = 0, rpc_ms = 0, handler_ms = 0;
-        uint64_t bytes = 0, index_rows = 0;
-        const int64_t t0 = NowNs();
-        for (uint64_t first = 0; first < rows; first += chunk) {
-          const uint64_t n = std::min<uint64_t>(chunk, rows - first);
-          int64_t s = NowNs();
-          CHECK_OK(emb.EmbedInto(std::span(views.data() + first, n),
-                                 std::span(hrows.data(), n)));
-          int64_t e = NowNs();
-          embed_ms += (e - s) / 1e6;
-          v1::UpsertRequest req;
-          req.set_collection(coll);
-          req.mutable_items()->Reserve(n);
-          for (uint64_t i = 0; i < n; ++i) {
-            v1::Item* it = req.add_items();
-            it->set_id(std::to_string(first + i));
-            it->mutable_vector()->Add(host.data() + i * dim,
-                                      host.data() + (i + 1) * dim);
-          }
-          s = NowNs();
-          build_ms += (s - e) / 1e6;
-          bytes += req.ByteSizeLong();
-          grpc::ClientContext ctx;
-          v1::UpsertResponse resp;
-          grpc::Status st = stub->Upsert(&ctx, req, &resp);
-          if (!st.ok()) Die("Upsert: " + st.error_message());
-          if (resp.upserted() != n) Die("Upsert count");
-          rpc_ms += (NowNs() - s) / 1e6;
-          for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
-            if (k == "x-handler-ns")
-              handler_ms += std::stoll(std::string(v.data(), v.size())) / 1e6;
-            if (k == "x-index-rows")
-              index_rows = std::stoull(std::string(v.data(), v.size()));
-          }
-        }
-        const double s = (NowNs() - t0) / 1e9;
-        if (index_rows != rows)
-          Die("index holds " + std::to_string(index_rows) + " rows");
-        json rec = {{"path", "conventional-grpc"},
-                    {"chunk", chunk},
-                    {"rep", rep},
-                    {"seconds", s},
-                    {"rows_per_s", rows / s},
-                    {"embed_ms", embed_ms},
-                    {"build_request_ms", build_ms},
-                    {"rpc_ms", rpc_ms},
-                    {"server_handler_ms", handler_ms},
-                    {"request_bytes", bytes}};
-        std::printf("%s\n", rec.dump().c_str());
-        std::fflush(stdout);
-        if (rep > 0) {
-          out["runs"].push_back(rec);
-          rate["conventional-grpc/" + std::to_string(chunk)].push_back(rows /
-                                                                       s);
-        }
-        grpc::ClientContext ctx;
-        v1::DropCollectionRequest dr;
-        dr.set_name(coll);
-        v1::DropCollectionResponse dresp;
-        stub->DropCollection(&ctx, dr, &dresp);
-      }
+  IngestContext ctx{emb, views, f.rows, dim, out, rate};
+  for (int rep = 0; rep < f.reps + 1; ++rep) {  // rep 0 is a warm-up
+    for (int chunk : f.chunks) {
+      RunZeroCopy(ctx, reader, f.base, rep, chunk);
+      RunConventional(ctx, stub.get(), rep, chunk);
     }
   }
-  for (auto& [k, v] : rate) out["median_rows_per_s"][k] = Median(v);
-  for (int chunk : chunks) {
-    const std::string c = std::to_string(chunk);
-    out["ratio_zero_copy_over_conventional"][c] =
-        Median(rate["zero-copy/" + c]) / Median(rate["conventional-grpc/" + c]);
-  }
-  std::printf("%s\n", out["median_rows_per_s"].dump().c_str());
-  std::printf("ratio zero-copy / conventional: %s\n",
-              out["ratio_zero_copy_over_conventional"].dump().c_str());
-  std::ofstream(a["--out"]) << out.dump(1);
+  WriteSummary(out, rate, f.chunks, a["--out"]);
   reader.Send("quit");
   server.Send("quit");
   waitpid(reader_pid, nullptr, 0);
