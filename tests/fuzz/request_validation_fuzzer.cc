@@ -61,8 +61,22 @@ bool Parse(M* m, const uint8_t* data, size_t size) {
   return m->ParseFromArray(data, static_cast<int>(size));
 }
 
-void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
-          uint32_t dim) {
+// With and without a model, accepted upsert dimensions are the collection's.
+void CheckUpsertDims(const pb::UpsertRequest& r, uint32_t dim) {
+  using namespace zv::service;
+  for (bool has_model : {false, true}) {
+    if (ValidateUpsertDims(r, dim, has_model).ok()) {
+      for (const auto& item : r.items()) {
+        Check(item.vector_size() == 0
+                  ? has_model
+                  : item.vector_size() == static_cast<int>(dim),
+              "upsert dims");
+      }
+    }
+  }
+}
+
+void FuzzCatalog(const uint8_t* data, size_t size, uint32_t dim) {
   using namespace zv::service;
   if (pb::CreateCollectionRequest r; Parse(&r, data, size)) {
     for (uint32_t model_dim : {0u, dim}) {
@@ -85,6 +99,11 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
     if (ValidateCollectionName("collection", r.collection()).ok())
       CheckName(r.collection());
   }
+}
+
+void FuzzUpsert(const uint8_t* data, size_t size, const Limits& limits,
+                uint32_t dim) {
+  using namespace zv::service;
   if (pb::UpsertRequest r; Parse(&r, data, size)) {
     if (ValidateUpsert(r, limits).ok()) {
       CheckName(r.collection());
@@ -101,18 +120,14 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
             "metadata");
         Check(item.timestamp_ms() >= 0, "timestamp");
       }
-      for (bool has_model : {false, true}) {
-        if (ValidateUpsertDims(r, dim, has_model).ok()) {
-          for (const auto& item : r.items()) {
-            Check(item.vector_size() == 0
-                      ? has_model
-                      : item.vector_size() == static_cast<int>(dim),
-                  "upsert dims");
-          }
-        }
-      }
+      CheckUpsertDims(r, dim);
     }
   }
+}
+
+void FuzzSearch(const uint8_t* data, size_t size, const Limits& limits,
+                uint32_t dim) {
+  using namespace zv::service;
   if (pb::SearchRequest r; Parse(&r, data, size)) {
     if (ValidateSearch(r, limits).ok()) {
       CheckName(r.collection());
@@ -135,6 +150,10 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
       CheckK(r.k(), limits);
     }
   }
+}
+
+void FuzzIdsAndEmbed(const uint8_t* data, size_t size, const Limits& limits) {
+  using namespace zv::service;
   if (pb::GetRequest r; Parse(&r, data, size)) {
     if (ValidateGet(r, limits).ok()) {
       CheckName(r.collection());
@@ -148,6 +167,15 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
       for (const auto& id : r.ids()) CheckId(id);
     }
   }
+  if (pb::TouchRequest r; Parse(&r, data, size)) {
+    if (ValidateTouch(r, limits).ok()) {
+      CheckName(r.collection());
+      for (const auto& id : r.ids()) CheckId(id);
+      Check(r.ttl_ms() >= 0 && r.expires_at_ms() >= 0 &&
+                (r.ttl_ms() == 0 || r.expires_at_ms() == 0),
+            "touch expiry");
+    }
+  }
   if (pb::EmbedRequest r; Parse(&r, data, size)) {
     for (bool has_model : {false, true}) {
       if (ValidateEmbed(r, limits, has_model).ok()) {
@@ -159,6 +187,14 @@ void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
       }
     }
   }
+}
+
+void Fuzz(const uint8_t* data, size_t size, const Limits& limits,
+          uint32_t dim) {
+  FuzzCatalog(data, size, dim);
+  FuzzUpsert(data, size, limits, dim);
+  FuzzSearch(data, size, limits, dim);
+  FuzzIdsAndEmbed(data, size, limits);
 }
 
 }  // namespace

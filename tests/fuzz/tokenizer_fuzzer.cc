@@ -80,6 +80,64 @@ void Check(bool ok, const char* what) {
   }
 }
 
+// With flag 8 the text starts with a vocabulary ("\n"-separated, ended by a
+// NUL): it is cut off `text` and returned.
+std::vector<std::string> TakeOwnVocab(std::string_view* text) {
+  std::vector<std::string> own_vocab;
+  const size_t nul = text->find('\0');
+  std::string_view v = text->substr(0, nul);
+  *text = nul == std::string_view::npos ? std::string_view()
+                                        : text->substr(nul + 1);
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t end = v.find('\n', start);
+    if (end == std::string_view::npos) end = v.size();
+    own_vocab.emplace_back(v.substr(start, end - start));
+    start = end + 1;
+  }
+  return own_vocab;
+}
+
+// Window-sized spans: inside the text, in order, each fitting unless it is a
+// single word. (Addresses as integers: an empty text's data() may be null.)
+void CheckWindows(const Tokenizer& tokenizer, std::string_view text,
+                  int overlap) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(text.data());
+  uintptr_t next_min = base;
+  for (std::string_view span : tokenizer.SplitToWindows(text, overlap)) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(span.data());
+    Check(at >= next_min && at + span.size() <= base + text.size(),
+          "span inside the text, in order");
+    next_min = at + 1;
+    bool cut = false;
+    tokenizer.Encode(span, &cut);
+    Check(!cut || span.find_first_of(" \t\n\r") == std::string_view::npos,
+          "span fits the window unless one word");
+  }
+}
+
+// Bucketing the lengths of a few encodings covers every index exactly once.
+void CheckBuckets(const Tokenizer& tokenizer, std::string_view text,
+                  uint8_t flags) {
+  std::vector<int> lengths;
+  for (size_t cut = 0; cut < text.size() && lengths.size() < 8;
+       cut += 1 + text.size() / 8) {
+    lengths.push_back(
+        static_cast<int>(tokenizer.Encode(text.substr(cut)).size()));
+  }
+  const auto batches =
+      zv::embed::BucketByLength(lengths, 1 + (flags >> 6) * 64);
+  std::vector<int> seen(lengths.size());
+  for (const auto& b : batches) {
+    Check(!b.empty(), "no empty batch");
+    for (size_t i : b) {
+      Check(i < lengths.size(), "batch index in range");
+      ++seen[i];
+    }
+  }
+  for (int s : seen) Check(s == 1, "each index in one batch");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -89,19 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
 
   std::vector<std::string> own_vocab;
-  if (flags & 8) {
-    const size_t nul = text.find('\0');
-    std::string_view v = text.substr(0, nul);
-    text = nul == std::string_view::npos ? std::string_view()
-                                         : text.substr(nul + 1);
-    size_t start = 0;
-    while (start <= v.size()) {
-      size_t end = v.find('\n', start);
-      if (end == std::string_view::npos) end = v.size();
-      own_vocab.emplace_back(v.substr(start, end - start));
-      start = end + 1;
-    }
-  }
+  if (flags & 8) own_vocab = TakeOwnVocab(&text);
   const int vocab_size =
       static_cast<int>((flags & 8) ? own_vocab.size() : BundledVocab().size());
 
@@ -127,21 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(truncated == (all_tokens + 2 > static_cast<size_t>(options.max_length)),
         "truncated iff over the window");
   Check(truncated || ids.size() == all_tokens + 2, "untruncated: every token");
-  // Window-sized spans: inside the text, in order, each fitting unless it is
-  // a single word.
-  // (Addresses as integers: an empty text's data() may be null.)
-  const uintptr_t base = reinterpret_cast<uintptr_t>(text.data());
-  uintptr_t next_min = base;
-  for (std::string_view span : tokenizer->SplitToWindows(text, flags & 7)) {
-    const uintptr_t at = reinterpret_cast<uintptr_t>(span.data());
-    Check(at >= next_min && at + span.size() <= base + text.size(),
-          "span inside the text, in order");
-    next_min = at + 1;
-    bool cut = false;
-    tokenizer->Encode(span, &cut);
-    Check(!cut || span.find_first_of(" \t\n\r") == std::string_view::npos,
-          "span fits the window unless one word");
-  }
+  CheckWindows(*tokenizer, text, flags & 7);
   Check(ids.size() >= 2, "at least [CLS] [SEP]");
   Check(ids.size() <= static_cast<size_t>(options.max_length),
         "max_length bound");
@@ -152,23 +184,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::u32string& word : tokenizer->BasicTokenize(text)) {
     Check(!word.empty(), "no empty words");
   }
-  // Bucketing the lengths of a few encodings covers every index exactly once.
-  std::vector<int> lengths;
-  for (size_t cut = 0; cut < text.size() && lengths.size() < 8;
-       cut += 1 + text.size() / 8) {
-    lengths.push_back(
-        static_cast<int>(tokenizer->Encode(text.substr(cut)).size()));
-  }
-  const auto batches =
-      zv::embed::BucketByLength(lengths, 1 + (flags >> 6) * 64);
-  std::vector<int> seen(lengths.size());
-  for (const auto& b : batches) {
-    Check(!b.empty(), "no empty batch");
-    for (size_t i : b) {
-      Check(i < lengths.size(), "batch index in range");
-      ++seen[i];
-    }
-  }
-  for (int s : seen) Check(s == 1, "each index in one batch");
+  CheckBuckets(*tokenizer, text, flags);
   return 0;
 }
