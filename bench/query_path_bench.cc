@@ -188,6 +188,59 @@ grpc::Status SearchOverGrpc(zerovec::v1::ZeroVec::Stub& stub,
   return stub.Search(&ctx, req, resp);
 }
 
+// One search of query i over each path, keeping the top-k row numbers; the
+// first failure is printed and `failed` set, so the timed loops stay simple.
+struct QuerySearchers {
+  QuerySearchers(zerovec::v1::ZeroVec::Stub& stub,
+                 zv::index::AttachedCollection& attached, const float* queries,
+                 uint32_t dim, int k, size_t nq)
+      : stub(stub),
+        attached(attached),
+        queries(queries),
+        dim(dim),
+        k(k),
+        grpc_ids(nq),
+        attach_ids(nq) {
+    sopt.k = k;
+  }
+
+  void Grpc(size_t i) {
+    zerovec::v1::SearchResponse resp;
+    grpc::Status s = SearchOverGrpc(stub, queries + i * dim, dim, k, &resp);
+    if (!s.ok()) {
+      if (!failed)
+        std::fprintf(stderr, "grpc: %s\n", s.error_message().c_str());
+      failed = true;
+      return;
+    }
+    auto& ids = grpc_ids[i];
+    ids.clear();
+    for (const auto& h : resp.hits()) ids.push_back(std::stoll(h.id()));
+  }
+
+  void Attach(size_t i) {
+    auto r = attached.Search({queries + i * dim, dim}, sopt);
+    if (!r.ok()) {
+      if (!failed)
+        std::fprintf(stderr, "attach: %s\n", r.status().ToString().c_str());
+      failed = true;
+      return;
+    }
+    auto& ids = attach_ids[i];
+    ids.clear();
+    for (const auto& h : (*r)[0]) ids.push_back(std::stoll(h.id));
+  }
+
+  zerovec::v1::ZeroVec::Stub& stub;
+  zv::index::AttachedCollection& attached;
+  const float* queries;
+  uint32_t dim;
+  int k;
+  zv::index::SearchOptions sopt;
+  std::vector<std::vector<int64_t>> grpc_ids, attach_ids;
+  bool failed = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,35 +284,9 @@ int main(int argc, char** argv) {
   if (!attached.ok()) return Die(attached.status().ToString());
   if ((*attached)->Describe().rows != rows) return Die("attached row count");
 
-  std::vector<std::vector<int64_t>> grpc_ids(nq), attach_ids(nq);
-  bool failed = false;
-  auto grpc_search = [&](size_t i) {
-    zerovec::v1::SearchResponse resp;
-    grpc::Status s = SearchOverGrpc(*stub, queries + i * dim, dim, k, &resp);
-    if (!s.ok()) {
-      if (!failed)
-        std::fprintf(stderr, "grpc: %s\n", s.error_message().c_str());
-      failed = true;
-      return;
-    }
-    auto& ids = grpc_ids[i];
-    ids.clear();
-    for (const auto& h : resp.hits()) ids.push_back(std::stoll(h.id()));
-  };
-  zv::index::SearchOptions sopt;
-  sopt.k = k;
-  auto attach_search = [&](size_t i) {
-    auto r = (*attached)->Search({queries + i * dim, dim}, sopt);
-    if (!r.ok()) {
-      if (!failed)
-        std::fprintf(stderr, "attach: %s\n", r.status().ToString().c_str());
-      failed = true;
-      return;
-    }
-    auto& ids = attach_ids[i];
-    ids.clear();
-    for (const auto& h : (*r)[0]) ids.push_back(std::stoll(h.id));
-  };
+  QuerySearchers searchers{*stub, **attached, queries, dim, k, nq};
+  auto grpc_search = [&](size_t i) { searchers.Grpc(i); };
+  auto attach_search = [&](size_t i) { searchers.Attach(i); };
 
   const size_t w = std::min(warmup, nq);
   for (size_t i = 0; i < w; ++i) {
@@ -271,11 +298,13 @@ int main(int argc, char** argv) {
   const int threads = omp_get_max_threads();
   std::vector<RunStats> g, a, a1;
   TimeRuns(runs, nq, threads, grpc_search, attach_search, g, a, a1);
-  if (failed) return Die("a search failed");
+  if (searchers.failed) return Die("a search failed");
   size_t same = 0;
-  for (size_t i = 0; i < nq; ++i) same += grpc_ids[i] == attach_ids[i];
+  for (size_t i = 0; i < nq; ++i)
+    same += searchers.grpc_ids[i] == searchers.attach_ids[i];
 
-  WriteJson(out_path, rows, dim, nq, k, threads, g, a, a1, same, attach_ids);
+  WriteJson(out_path, rows, dim, nq, k, threads, g, a, a1, same,
+            searchers.attach_ids);
   attached->reset();
   (*server)->Shutdown(std::chrono::system_clock::now());
   return 0;

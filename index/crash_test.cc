@@ -153,6 +153,96 @@ void ExpectLexicalInStep(Collection& c, const Model& model, int run) {
   }
 }
 
+// Runs one child writing from operation `next` until a SIGKILL after a random
+// delay; `acks` gets everything it acknowledged on the pipe.
+void RunChildUntilKilled(const std::string& dir, int64_t next, int run,
+                         std::mt19937& rng, std::string* acks) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], kAckFd);
+    const std::string start = "--start=" + std::to_string(next);
+    const std::string d = "--child=" + dir;
+    execl("/proc/self/exe", "crash_test", d.c_str(), start.c_str(), nullptr);
+    _exit(6);
+  }
+  close(fds[1]);
+  // Every sixth kill comes early, inside start-up and the first open of the
+  // store (where a crash once left RocksDB without CURRENT).
+  const int delay_ms = run % 6 == 0 ? 5 + rng() % 40 : 40 + rng() % 250;
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  kill(pid, SIGKILL);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  ASSERT_TRUE(WIFSIGNALED(wstatus))
+      << "child exited early, status " << WEXITSTATUS(wstatus);
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;)
+    acks->append(buf, n);
+  close(fds[0]);
+}
+
+// The last operation acknowledged in `acks`, or next - 1 if none was.
+int64_t LastAcknowledged(const std::string& acks, int64_t next) {
+  int64_t last = next - 1;
+  for (size_t p = 0; p < acks.size();) {
+    const size_t e = acks.find('\n', p);
+    if (e == std::string::npos)
+      break;  // a torn ack line counts as not acknowledged
+    last = std::stoll(acks.substr(p, e - p));
+    p = e + 1;
+  }
+  return last;
+}
+
+// After kill `run`, with `model` holding every operation up to `last`: checks
+// the in-flight operation `last` + 1 happened completely or not at all (and
+// adds it to `model` if it did), then every id, the live rows after a sweep,
+// one search and the lexical index.
+void VerifyAfterKill(Collection& c, int run, int64_t last, Model* model,
+                     int* inflight_applied) {
+  const Op inflight = OpAt(last + 1);
+  Model with = *model;
+  ApplyToModel(inflight, &with);
+  bool all_before = true, all_after = true;
+  for (const auto& [id, v] : inflight.items) {
+    all_before &= IdMatches(c, id, *model);
+    all_after &= IdMatches(c, id, with);
+  }
+  ASSERT_TRUE(all_before || all_after)
+      << "operation " << last + 1 << " half applied";
+  if (!all_before) {
+    *model = with;
+    ++*inflight_applied;
+  }
+  for (int i = 0; i < kIds; ++i) {
+    const std::string id = "id-" + std::to_string(i);
+    EXPECT_TRUE(IdMatches(c, id, *model)) << "run " << run << ": " << id;
+  }
+  // Rows that expired after the last sweep the child finished are live
+  // until swept.
+  ASSERT_TRUE(c.SweepExpired(NowMs()).ok());
+  const CollectionInfo info = c.Describe();
+  EXPECT_EQ(info.live_rows, model->size())
+      << "run " << run << ": stray or missing rows";
+  // Every live row is reachable by search, under its own id.
+  SearchOptions o;
+  o.k = 1;
+  for (const auto& [id, v] : *model) {
+    auto r = c.Search(VectorOf(v), o);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ((*r)[0].size(), 1u);
+    EXPECT_EQ((*r)[0][0].id, id);
+    break;  // one per run keeps the test fast; Get above checked every id
+  }
+  ExpectLexicalInStep(c, *model, run);
+  std::printf("run %d: %lld ops acknowledged, %zu live ids, %llu rows\n", run,
+              static_cast<long long>(last + 1), model->size(),
+              static_cast<unsigned long long>(info.rows));
+}
+
 TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
   const auto dir = testing::MakeTempDir("crash").string();
   std::mt19937 rng(42);
@@ -161,40 +251,9 @@ TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
   int inflight_applied = 0;  // kills after a durable, unacknowledged operation
   constexpr int kKills = 24;
   for (int run = 0; run < kKills; ++run) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      dup2(fds[1], kAckFd);
-      const std::string start = "--start=" + std::to_string(next);
-      const std::string d = "--child=" + dir;
-      execl("/proc/self/exe", "crash_test", d.c_str(), start.c_str(), nullptr);
-      _exit(6);
-    }
-    close(fds[1]);
-    // Every sixth kill comes early, inside start-up and the first open of the
-    // store (where a crash once left RocksDB without CURRENT).
-    const int delay_ms = run % 6 == 0 ? 5 + rng() % 40 : 40 + rng() % 250;
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    kill(pid, SIGKILL);
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    ASSERT_TRUE(WIFSIGNALED(wstatus))
-        << "child exited early, status " << WEXITSTATUS(wstatus);
     std::string acks;
-    char buf[4096];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;)
-      acks.append(buf, n);
-    close(fds[0]);
-    int64_t last = next - 1;
-    for (size_t p = 0; p < acks.size();) {
-      const size_t e = acks.find('\n', p);
-      if (e == std::string::npos)
-        break;  // a torn ack line counts as not acknowledged
-      last = std::stoll(acks.substr(p, e - p));
-      p = e + 1;
-    }
+    ASSERT_NO_FATAL_FAILURE(RunChildUntilKilled(dir, next, run, rng, &acks));
+    const int64_t last = LastAcknowledged(acks, next);
     for (int64_t k = next; k <= last; ++k) ApplyToModel(OpAt(k), &model);
 
     auto db = Database::Open(dir);
@@ -204,46 +263,9 @@ TEST(CrashTest, AcknowledgedWritesSurviveSigkill) {
       ASSERT_TRUE(model.empty());
       continue;
     }
-    // The one operation in flight either happened completely or not at all.
-    const Op inflight = OpAt(last + 1);
-    Model with = model;
-    ApplyToModel(inflight, &with);
-    bool all_before = true, all_after = true;
-    for (const auto& [id, v] : inflight.items) {
-      all_before &= IdMatches(**c, id, model);
-      all_after &= IdMatches(**c, id, with);
-    }
-    ASSERT_TRUE(all_before || all_after)
-        << "operation " << last + 1 << " half applied";
-    if (!all_before) {
-      model = with;
-      ++inflight_applied;
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        VerifyAfterKill(**c, run, last, &model, &inflight_applied));
     next = last + 2;
-    for (int i = 0; i < kIds; ++i) {
-      const std::string id = "id-" + std::to_string(i);
-      EXPECT_TRUE(IdMatches(**c, id, model)) << "run " << run << ": " << id;
-    }
-    // Rows that expired after the last sweep the child finished are live
-    // until swept.
-    ASSERT_TRUE((*c)->SweepExpired(NowMs()).ok());
-    const CollectionInfo info = (*c)->Describe();
-    EXPECT_EQ(info.live_rows, model.size())
-        << "run " << run << ": stray or missing rows";
-    // Every live row is reachable by search, under its own id.
-    SearchOptions o;
-    o.k = 1;
-    for (const auto& [id, v] : model) {
-      auto r = (*c)->Search(VectorOf(v), o);
-      ASSERT_TRUE(r.ok());
-      ASSERT_EQ((*r)[0].size(), 1u);
-      EXPECT_EQ((*r)[0][0].id, id);
-      break;  // one per run keeps the test fast; Get above checked every id
-    }
-    ExpectLexicalInStep(**c, model, run);
-    std::printf("run %d: %lld ops acknowledged, %zu live ids, %llu rows\n", run,
-                static_cast<long long>(last + 1), model.size(),
-                static_cast<unsigned long long>(info.rows));
   }
   EXPECT_GT(next, 100) << "the children did too little work to test anything";
   std::printf(

@@ -158,6 +158,84 @@ void CheckReaderView(index::AttachedCollection& reader,
   }
 }
 
+// After restart `kill`: the in-flight batch is all-or-nothing (added to
+// `acked` if it was applied), every acknowledged id holds its last version, and
+// the live rows and a search over all rows match `acked` exactly.
+void VerifyAfterRestart(
+    pb::ZeroVec::Stub* stub, int kill, const std::optional<Batch>& in_flight,
+    const std::map<std::string, std::set<int64_t>>& possible,
+    std::map<std::string, int64_t>* acked, int* applied_in_flight) {
+  std::vector<std::string> ids;
+  for (const auto& [id, v] : possible) ids.push_back(id);
+  const auto have = ServerVersions(stub, ids);
+  if (in_flight) {
+    int applied = 0;
+    for (const auto& [id, v] : in_flight->items) {
+      auto it = have.find(id);
+      applied += it != have.end() && it->second == v;
+    }
+    EXPECT_TRUE(applied == 0 ||
+                applied == static_cast<int>(in_flight->items.size()))
+        << "kill " << kill << ": the in-flight batch is partly applied ("
+        << applied << "/" << in_flight->items.size() << ")";
+    if (applied > 0) {
+      ++*applied_in_flight;
+      for (const auto& [id, v] : in_flight->items) (*acked)[id] = v;
+    }
+  }
+  for (const auto& [id, v] : *acked) {
+    auto it = have.find(id);
+    ASSERT_NE(it, have.end())
+        << "kill " << kill << ": acknowledged id " << id << " lost";
+    EXPECT_EQ(it->second, v)
+        << "kill " << kill << ": " << id << " has an old version";
+  }
+  EXPECT_EQ(have.size(), acked->size())
+      << "kill " << kill << ": unexpected ids";
+  const pb::CollectionInfo info = Describe(stub, kName);
+  EXPECT_EQ(info.live_rows(), acked->size())
+      << "kill " << kill << ": duplicate or lost rows";
+  const auto hit_ids = AllHitIds(stub);
+  EXPECT_EQ(std::set<std::string>(hit_ids.begin(), hit_ids.end()).size(),
+            hit_ids.size())
+      << "kill " << kill << ": a search returns an id twice";
+  EXPECT_EQ(hit_ids.size(), acked->size());
+}
+
+// One new write through the restarted server: the reader that stayed attached
+// sees it after Refresh() without re-attaching.
+void WriteMarkerAndCheckReader(
+    pb::ZeroVec::Stub* stub, index::AttachedCollection& reader, int kill,
+    int64_t* next_version, std::map<std::string, int64_t>* acked,
+    std::map<std::string, std::set<int64_t>>* possible) {
+  pb::UpsertRequest req;
+  req.set_collection(kName);
+  const std::string marker = "marker-" + std::to_string(kill);
+  const int64_t mv = (*next_version)++;
+  pb::Item* item = req.add_items();
+  item->set_id(marker);
+  const auto vec = VersionVector(mv);
+  item->mutable_vector()->Add(vec.begin(), vec.end());
+  item->set_text(VersionText(marker, mv));
+  pb::UpsertResponse resp;
+  ASSERT_TRUE(stub->Upsert(Ctx().get(), req, &resp).ok());
+  (*acked)[marker] = mv;
+  (*possible)[marker].insert(mv);
+  Status refreshed = reader.Refresh();
+  ASSERT_TRUE(refreshed.ok())
+      << "kill " << kill
+      << ": attached reader refresh after restart: " << refreshed;
+  EXPECT_EQ(reader.Describe().live_rows, acked->size()) << "kill " << kill;
+  index::SearchOptions opts;
+  opts.k = 1;
+  auto found = reader.Search(vec, opts);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_EQ(found->at(0).size(), 1u);
+  EXPECT_EQ(found->at(0)[0].id, marker)
+      << "kill " << kill << ": reader misses the new write";
+  CheckReaderView(reader, *possible);
+}
+
 TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
   const auto dir = MakeTempDir("kill_test");
   const auto data = dir / "data";
@@ -210,69 +288,12 @@ TEST(KillTest, AcknowledgedUpsertsSurviveSigkillAndReaderStaysAttached) {
     // 3. Restart; resolve the in-flight batch (all-or-nothing); check every id.
     server = ServerProcess::Start(so, &error);
     ASSERT_NE(server, nullptr) << "restart " << kill << ": " << error;
-    std::vector<std::string> ids;
-    for (const auto& [id, v] : possible) ids.push_back(id);
-    const auto have = ServerVersions(server->stub(), ids);
-    if (in_flight) {
-      int applied = 0;
-      for (const auto& [id, v] : in_flight->items) {
-        auto it = have.find(id);
-        applied += it != have.end() && it->second == v;
-      }
-      EXPECT_TRUE(applied == 0 ||
-                  applied == static_cast<int>(in_flight->items.size()))
-          << "kill " << kill << ": the in-flight batch is partly applied ("
-          << applied << "/" << in_flight->items.size() << ")";
-      if (applied > 0) {
-        ++applied_in_flight;
-        for (const auto& [id, v] : in_flight->items) acked[id] = v;
-      }
-    }
-    for (const auto& [id, v] : acked) {
-      auto it = have.find(id);
-      ASSERT_NE(it, have.end())
-          << "kill " << kill << ": acknowledged id " << id << " lost";
-      EXPECT_EQ(it->second, v)
-          << "kill " << kill << ": " << id << " has an old version";
-    }
-    EXPECT_EQ(have.size(), acked.size())
-        << "kill " << kill << ": unexpected ids";
-    const pb::CollectionInfo info = Describe(server->stub(), kName);
-    EXPECT_EQ(info.live_rows(), acked.size())
-        << "kill " << kill << ": duplicate or lost rows";
-    const auto hit_ids = AllHitIds(server->stub());
-    EXPECT_EQ(std::set<std::string>(hit_ids.begin(), hit_ids.end()).size(),
-              hit_ids.size())
-        << "kill " << kill << ": a search returns an id twice";
-    EXPECT_EQ(hit_ids.size(), acked.size());
+    ASSERT_NO_FATAL_FAILURE(VerifyAfterRestart(
+        server->stub(), kill, in_flight, possible, &acked, &applied_in_flight));
 
     // 4. The reader that stayed attached sees the restarted server's writes.
-    pb::UpsertRequest req;
-    req.set_collection(kName);
-    const std::string marker = "marker-" + std::to_string(kill);
-    const int64_t mv = next_version++;
-    pb::Item* item = req.add_items();
-    item->set_id(marker);
-    const auto vec = VersionVector(mv);
-    item->mutable_vector()->Add(vec.begin(), vec.end());
-    item->set_text(VersionText(marker, mv));
-    pb::UpsertResponse resp;
-    ASSERT_TRUE(server->stub()->Upsert(Ctx().get(), req, &resp).ok());
-    acked[marker] = mv;
-    possible[marker].insert(mv);
-    Status refreshed = reader->Refresh();
-    ASSERT_TRUE(refreshed.ok())
-        << "kill " << kill
-        << ": attached reader refresh after restart: " << refreshed;
-    EXPECT_EQ(reader->Describe().live_rows, acked.size()) << "kill " << kill;
-    index::SearchOptions opts;
-    opts.k = 1;
-    auto found = reader->Search(vec, opts);
-    ASSERT_TRUE(found.ok()) << found.status();
-    ASSERT_EQ(found->at(0).size(), 1u);
-    EXPECT_EQ(found->at(0)[0].id, marker)
-        << "kill " << kill << ": reader misses the new write";
-    CheckReaderView(*reader, possible);
+    ASSERT_NO_FATAL_FAILURE(WriteMarkerAndCheckReader(
+        server->stub(), *reader, kill, &next_version, &acked, &possible));
     if (::testing::Test::HasFatalFailure()) return;
   }
   RecordProperty("acknowledged_batches", total_batches);

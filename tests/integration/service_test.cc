@@ -852,39 +852,32 @@ TEST_F(ModelServiceTest, TextUpsertSearchAndEmbed) {
   EXPECT_FALSE(stats.embed_device().empty());
 }
 
-// Texts over the model's window (128 tokens for zerovec-mini): Upsert,
-// UpsertStream and Embed say how many were truncated, Stats counts them in
-// total and per collection, Describe shows the window.
-TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
-  std::string long_text;  // 200 words: well over 126 wordpieces
-  for (int i = 0; i < 40; ++i) long_text += "the river in the city ";
-  const std::string short_text = "the cat and the dog";
-  auto stub = rs_.stub.get();
-  auto describe = [&](const std::string& name) {
-    grpc::ClientContext ctx;
-    pb::DescribeCollectionRequest req;
-    req.set_name(name);
-    pb::CollectionInfo info;
-    EXPECT_TRUE(stub->DescribeCollection(&ctx, req, &info).ok());
-    return info;
-  };
-  auto create = [&](const std::string& name, uint32_t dim) {
-    grpc::ClientContext ctx;
-    pb::CreateCollectionRequest req;
-    req.set_name(name);
-    req.set_dim(dim);
-    pb::CreateCollectionResponse resp;
-    EXPECT_TRUE(stub->CreateCollection(&ctx, req, &resp).ok());
-    return resp.collection();
-  };
-  const pb::CollectionInfo created = create("long", 0);
-  EXPECT_EQ(created.model_max_length(), 128u);
-  EXPECT_EQ(created.truncated_texts(), 0u);
-  const uint32_t dim = created.dim();
-  // A vector-only collection of another dimension: the model cannot embed
-  // for it, so no window is shown.
-  EXPECT_EQ(create("vec4", 4).model_max_length(), 0u);
+pb::CollectionInfo DescribeCollection(pb::ZeroVec::Stub* stub,
+                                      const std::string& name) {
+  grpc::ClientContext ctx;
+  pb::DescribeCollectionRequest req;
+  req.set_name(name);
+  pb::CollectionInfo info;
+  EXPECT_TRUE(stub->DescribeCollection(&ctx, req, &info).ok());
+  return info;
+}
 
+pb::CollectionInfo CreateCollection(pb::ZeroVec::Stub* stub,
+                                    const std::string& name, uint32_t dim) {
+  grpc::ClientContext ctx;
+  pb::CreateCollectionRequest req;
+  req.set_name(name);
+  req.set_dim(dim);
+  pb::CreateCollectionResponse resp;
+  EXPECT_TRUE(stub->CreateCollection(&ctx, req, &resp).ok());
+  return resp.collection();
+}
+
+// One Upsert into "long": a long and a short text, and a vector item with a
+// long text (stored, not embedded), so one text is truncated.
+void UpsertOneLongText(pb::ZeroVec::Stub* stub, uint32_t dim,
+                       const std::string& long_text,
+                       const std::string& short_text) {
   pb::UpsertRequest up;
   up.set_collection("long");
   for (const auto& [id, text] :
@@ -895,34 +888,76 @@ TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
   }
   *up.add_items() = VectorItem("vec", VectorFor("vec", dim));
   up.mutable_items(2)->set_text(long_text);  // stored, not embedded
-  {
-    grpc::ClientContext ctx;
-    pb::UpsertResponse resp;
-    grpc::Status s = stub->Upsert(&ctx, up, &resp);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-    EXPECT_EQ(resp.upserted(), 3u);
-    EXPECT_EQ(resp.truncated(), 1u);
+  grpc::ClientContext ctx;
+  pb::UpsertResponse resp;
+  grpc::Status s = stub->Upsert(&ctx, up, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.upserted(), 3u);
+  EXPECT_EQ(resp.truncated(), 1u);
+}
+
+// Two UpsertStream messages into "long", a long text in each.
+void StreamTwoLongTexts(pb::ZeroVec::Stub* stub, const std::string& long_text,
+                        const std::string& short_text) {
+  grpc::ClientContext ctx;
+  pb::UpsertResponse resp;
+  auto writer = stub->UpsertStream(&ctx, &resp);
+  for (int m = 0; m < 2; ++m) {
+    pb::UpsertRequest req;
+    req.set_collection("long");
+    pb::Item* item = req.add_items();
+    item->set_id("stream" + std::to_string(m));
+    item->set_text(long_text + std::to_string(m));
+    item = req.add_items();
+    item->set_id("stream-short" + std::to_string(m));
+    item->set_text(short_text);
+    ASSERT_TRUE(writer->Write(req));
   }
-  {  // Two stream messages, a long text in each.
-    grpc::ClientContext ctx;
-    pb::UpsertResponse resp;
-    auto writer = stub->UpsertStream(&ctx, &resp);
-    for (int m = 0; m < 2; ++m) {
-      pb::UpsertRequest req;
-      req.set_collection("long");
-      pb::Item* item = req.add_items();
-      item->set_id("stream" + std::to_string(m));
-      item->set_text(long_text + std::to_string(m));
-      item = req.add_items();
-      item->set_id("stream-short" + std::to_string(m));
-      item->set_text(short_text);
-      ASSERT_TRUE(writer->Write(req));
-    }
-    writer->WritesDone();
-    ASSERT_TRUE(writer->Finish().ok());
-    EXPECT_EQ(resp.upserted(), 4u);
-    EXPECT_EQ(resp.truncated(), 2u);
-  }
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(resp.upserted(), 4u);
+  EXPECT_EQ(resp.truncated(), 2u);
+}
+
+void EmbedTexts(pb::ZeroVec::Stub* stub, const std::vector<std::string>& texts,
+                pb::EmbedResponse* resp) {
+  grpc::ClientContext ctx;
+  pb::EmbedRequest req;
+  for (const auto& t : texts) req.add_texts(t);
+  ASSERT_TRUE(stub->Embed(&ctx, req, resp).ok());
+}
+
+// Stats after the upserts, embeds and query of TruncatedTextsAreReported.
+void ExpectTruncationStats(pb::ZeroVec::Stub* stub) {
+  grpc::ClientContext ctx;
+  pb::StatsResponse stats;
+  ASSERT_TRUE(stub->Stats(&ctx, pb::StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.truncated_texts(), 5u);  // 3 upserted, 1 embedded, 1 query
+  EXPECT_EQ(stats.model_max_length(), 128u);
+  ASSERT_EQ(stats.collections_size(), 2);
+  EXPECT_EQ(stats.collections(0).name(), "long");
+  EXPECT_EQ(stats.collections(0).truncated_texts(), 3u);
+  EXPECT_EQ(stats.collections(1).truncated_texts(), 0u);
+}
+
+// Texts over the model's window (128 tokens for zerovec-mini): Upsert,
+// UpsertStream and Embed say how many were truncated, Stats counts them in
+// total and per collection, Describe shows the window.
+TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
+  std::string long_text;  // 200 words: well over 126 wordpieces
+  for (int i = 0; i < 40; ++i) long_text += "the river in the city ";
+  const std::string short_text = "the cat and the dog";
+  auto stub = rs_.stub.get();
+  const pb::CollectionInfo created = CreateCollection(stub, "long", 0);
+  EXPECT_EQ(created.model_max_length(), 128u);
+  EXPECT_EQ(created.truncated_texts(), 0u);
+  const uint32_t dim = created.dim();
+  // A vector-only collection of another dimension: the model cannot embed
+  // for it, so no window is shown.
+  EXPECT_EQ(CreateCollection(stub, "vec4", 4).model_max_length(), 0u);
+
+  ASSERT_NO_FATAL_FAILURE(UpsertOneLongText(stub, dim, long_text, short_text));
+  ASSERT_NO_FATAL_FAILURE(StreamTwoLongTexts(stub, long_text, short_text));
   {  // The stored text is whole.
     grpc::ClientContext ctx;
     pb::GetRequest req;
@@ -933,24 +968,13 @@ TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
     ASSERT_EQ(resp.items_size(), 1);
     EXPECT_EQ(resp.items(0).text(), long_text);
   }
-  {
-    grpc::ClientContext ctx;
-    pb::EmbedRequest req;
-    req.add_texts(short_text);
-    req.add_texts(long_text);
-    pb::EmbedResponse resp;
-    ASSERT_TRUE(stub->Embed(&ctx, req, &resp).ok());
-    EXPECT_EQ(resp.truncated(), 1u);
-    EXPECT_EQ(resp.max_length(), 128u);
-  }
-  {
-    grpc::ClientContext ctx;
-    pb::EmbedRequest req;
-    req.add_texts(short_text);
-    pb::EmbedResponse resp;
-    ASSERT_TRUE(stub->Embed(&ctx, req, &resp).ok());
-    EXPECT_EQ(resp.truncated(), 0u);
-  }
+  pb::EmbedResponse embedded;
+  ASSERT_NO_FATAL_FAILURE(EmbedTexts(stub, {short_text, long_text}, &embedded));
+  EXPECT_EQ(embedded.truncated(), 1u);
+  EXPECT_EQ(embedded.max_length(), 128u);
+  pb::EmbedResponse embedded_short;
+  ASSERT_NO_FATAL_FAILURE(EmbedTexts(stub, {short_text}, &embedded_short));
+  EXPECT_EQ(embedded_short.truncated(), 0u);
   {  // A long text query counts in the total, in no collection.
     grpc::ClientContext ctx;
     pb::SearchRequest req;
@@ -959,19 +983,9 @@ TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
     pb::SearchResponse resp;
     ASSERT_TRUE(stub->Search(&ctx, req, &resp).ok());
   }
-  EXPECT_EQ(describe("long").truncated_texts(), 3u);
-  EXPECT_EQ(describe("long").model_max_length(), 128u);
-  {
-    grpc::ClientContext ctx;
-    pb::StatsResponse stats;
-    ASSERT_TRUE(stub->Stats(&ctx, pb::StatsRequest(), &stats).ok());
-    EXPECT_EQ(stats.truncated_texts(), 5u);  // 3 upserted, 1 embedded, 1 query
-    EXPECT_EQ(stats.model_max_length(), 128u);
-    ASSERT_EQ(stats.collections_size(), 2);
-    EXPECT_EQ(stats.collections(0).name(), "long");
-    EXPECT_EQ(stats.collections(0).truncated_texts(), 3u);
-    EXPECT_EQ(stats.collections(1).truncated_texts(), 0u);
-  }
+  EXPECT_EQ(DescribeCollection(stub, "long").truncated_texts(), 3u);
+  EXPECT_EQ(DescribeCollection(stub, "long").model_max_length(), 128u);
+  ASSERT_NO_FATAL_FAILURE(ExpectTruncationStats(stub));
   {  // A dropped collection's count goes with it.
     grpc::ClientContext ctx;
     pb::DropCollectionRequest req;
@@ -979,7 +993,7 @@ TEST_F(ModelServiceTest, TruncatedTextsAreReported) {
     pb::DropCollectionResponse resp;
     ASSERT_TRUE(stub->DropCollection(&ctx, req, &resp).ok());
   }
-  EXPECT_EQ(create("long", 0).truncated_texts(), 0u);
+  EXPECT_EQ(CreateCollection(stub, "long", 0).truncated_texts(), 0u);
 }
 
 }  // namespace
