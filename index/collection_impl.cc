@@ -654,18 +654,14 @@ StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
 
 StatusOr<std::optional<uint64_t>> CollectionImpl::VisibleRow(
     const std::string& id) const {
-  const shm::Writer& w = *g_->writer;
-  ZV_ASSIGN_OR_RETURN(auto e, store_->GetId(meta_.name, id));
-  if (!e || e->generation != g_->number) return std::optional<uint64_t>();
-  uint64_t row = e->row;
-  if (row >= w.committed()) {  // an upsert in flight: its old row is still
-                               // the record
-    if (!e->prev_row) return std::optional<uint64_t>();
-    row = *e->prev_row;
-  }
-  if (w.IsTombstoned(row) || IsExpired(g_->attrs.expires(row), NowMs()))
-    return std::optional<uint64_t>();
-  return std::optional<uint64_t>(row);
+  SearchContext ctx;
+  ctx.view = g_->writer.get();
+  ctx.attrs = &g_->attrs;
+  ctx.rows = g_->writer->committed();
+  ctx.store = store_.get();
+  ctx.collection = meta_.name;
+  ctx.generation = g_->number;
+  return index::VisibleRow(ctx, id, NowMs());
 }
 
 StatusOr<uint64_t> CollectionImpl::Delete(std::span<const std::string> ids) {

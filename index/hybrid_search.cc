@@ -7,27 +7,11 @@
 namespace zv::index {
 namespace {
 
-// The row that holds `id`'s current record among the searched rows, by Get's
-// visibility rule (an upsert in flight: its old row is still the record; an
-// expired row is no record).
+// Get's rule (searcher.h); a failed lookup counts as not visible.
 std::optional<uint64_t> VisibleRow(const SearchContext& ctx,
                                    const std::string& id) {
-  auto e = ctx.store->GetId(ctx.collection, id);
-  if (!e.ok() || !*e || (*e)->generation != ctx.generation) {
-    return std::nullopt;
-  }
-  uint64_t row = (*e)->row;
-  if (row >= ctx.rows) {
-    if (!(*e)->prev_row) return std::nullopt;
-    row = *(*e)->prev_row;
-  }
-  if (row >= ctx.rows || row >= ctx.attrs->size() ||
-      ctx.view->IsTombstoned(row) || !ctx.attrs->present(row) ||
-      ctx.attrs->id(row) != id ||
-      IsExpired(ctx.attrs->expires(row), NowMs())) {  // dense's clock rule
-    return std::nullopt;
-  }
-  return row;
+  auto row = index::VisibleRow(ctx, id, NowMs());
+  return row.ok() ? *row : std::nullopt;
 }
 
 // A hit for `row` with what the options ask for.

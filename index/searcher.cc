@@ -85,6 +85,25 @@ std::vector<std::vector<std::pair<float, int64_t>>> Rank(
 
 }  // namespace
 
+StatusOr<std::optional<uint64_t>> VisibleRow(const SearchContext& ctx,
+                                             const std::string& id,
+                                             int64_t now_ms) {
+  using Row = std::optional<uint64_t>;
+  ZV_ASSIGN_OR_RETURN(auto e, ctx.store->GetId(ctx.collection, id));
+  if (!e || e->generation != ctx.generation) return Row();
+  uint64_t row = e->row;
+  if (row >= ctx.rows) {  // an upsert in flight: its old row is the record
+    if (!e->prev_row) return Row();
+    row = *e->prev_row;
+  }
+  if (row >= ctx.rows || row >= ctx.attrs->size() ||
+      ctx.view->IsTombstoned(row) || !ctx.attrs->present(row) ||
+      ctx.attrs->id(row) != id || IsExpired(ctx.attrs->expires(row), now_ms)) {
+    return Row();
+  }
+  return Row(row);
+}
+
 StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
     const SearchContext& ctx, std::span<const float> queries,
     const SearchOptions& options) {

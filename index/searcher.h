@@ -5,6 +5,7 @@
 #define ZEROVEC_INDEX_SEARCHER_H_
 
 #include <atomic>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,14 @@ struct SearchContext {
   std::string collection;
   uint64_t generation = 0;
 };
+
+// Get's visibility rule, the one place it is written: the row among
+// [0, ctx.rows) that holds `id`'s current record (for an upsert in flight,
+// its old row), if that row is live, has attributes, and is not expired at
+// `now_ms`.
+StatusOr<std::optional<uint64_t>> VisibleRow(const SearchContext& ctx,
+                                             const std::string& id,
+                                             int64_t now_ms);
 
 // `queries` already validated (nq x dim).
 StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
