@@ -123,6 +123,7 @@ struct HostRange {
   char* host = nullptr;
   size_t bytes = 0;
   char* device = nullptr;  // null: registration failed, rows here are staged
+  bool device_memory = false;  // host == device: cudaMalloc'd, not pinned
 };
 
 struct CudaModel::Impl {
@@ -383,7 +384,7 @@ CudaModel::CudaModel() : impl_(std::make_unique<Impl>()) {}
 
 CudaModel::~CudaModel() {
   for (const HostRange& r : impl_->ranges) {
-    if (r.device) cudaHostUnregister(r.host);
+    if (r.device && !r.device_memory) cudaHostUnregister(r.host);
   }
 }
 
@@ -483,16 +484,35 @@ Status CudaModel::RegisterOutputMemory(void* data, size_t bytes) {
   return OkStatus();
 }
 
+Status CudaModel::RegisterDeviceOutputMemory(void* device_data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  char* p = static_cast<char*>(device_data);
+  for (const HostRange& r : impl_->ranges) {
+    if (r.host == p) return OkStatus();
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(impl_->ordinal));
+  cudaPointerAttributes attr;
+  ZV_CUDA_CHECK(cudaPointerGetAttributes(&attr, device_data));
+  if (attr.type != cudaMemoryTypeDevice || attr.device != impl_->ordinal) {
+    return InvalidArgumentError(
+        "cuda encoder: output memory is not device memory of cuda:" +
+        std::to_string(impl_->ordinal));
+  }
+  impl_->ranges.push_back(HostRange{p, bytes, p, /*device_memory=*/true});
+  return OkStatus();
+}
+
 void CudaModel::UnregisterOutputMemory(void* data) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& ranges = impl_->ranges;
   for (auto it = ranges.begin(); it != ranges.end(); ++it) {
     if (it->host == data) {
-      if (it->device) cudaHostUnregister(it->host);
+      if (it->device && !it->device_memory) cudaHostUnregister(it->host);
       ranges.erase(it);
-      if (std::none_of(
-              ranges.begin(), ranges.end(),
-              [](const HostRange& r) { return r.device != nullptr; }) &&
+      if (std::none_of(ranges.begin(), ranges.end(),
+                       [](const HostRange& r) {
+                         return r.device != nullptr && !r.device_memory;
+                       }) &&
           impl_->sink_mode == "host-registered") {
         impl_->sink_mode = "pinned-staging";
       }
@@ -500,6 +520,8 @@ void CudaModel::UnregisterOutputMemory(void* data) {
     }
   }
 }
+
+int CudaModel::ordinal() const { return impl_->ordinal; }
 
 std::string CudaModel::SinkMode() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

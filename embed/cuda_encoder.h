@@ -43,6 +43,11 @@ class CudaModel : public std::enable_shared_from_this<CudaModel> {
   // and SinkMode() says so.
   Status RegisterOutputMemory(void* data, size_t bytes);
   void UnregisterOutputMemory(void* data);
+  // Declares device memory of this model's device that output rows may point
+  // into (e.g. a GPU search mirror): rows there are stored as they are, never
+  // staged. UnregisterOutputMemory(device_data) ends it.
+  Status RegisterDeviceOutputMemory(void* device_data, size_t bytes);
+  int ordinal() const;
   // "host-registered", "pinned-staging" or "pinned-staging (cudaHostRegister:
   // ...)".
   std::string SinkMode() const;

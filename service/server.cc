@@ -35,7 +35,8 @@ class ServerImpl final : public Server {
         coalescer_(options.gpu.batch_window,
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_, &coalescer_, &sweeper_),
+                 &compactor_, &coalescer_, &sweeper_,
+                 options.gpu.text_queries_on_device),
         router_(&service_) {}
 
   ~ServerImpl() override {
