@@ -94,6 +94,12 @@ def package_pair(text):
 
 def corpus_pairs(texts, group_base=0):
     """texts: [(namespace, text)] in corpus order. Yields (kind, group, a, b)."""
+    for k, g, a, b, _ in pairs_with_sources(texts, group_base):
+        yield k, g, a, b
+
+
+def pairs_with_sources(texts, group_base=0):
+    """corpus_pairs(), each pair with the indices of the texts it came from."""
     groups = {}
 
     def group(key):
@@ -103,21 +109,22 @@ def corpus_pairs(texts, group_base=0):
 
     seen_pkg = set()
     prev = {}
-    for ns, text in texts:
+    for i, (ns, text) in enumerate(texts):
         if ns in DICT_SOURCES:
             p = dict_pair(text)
             if p:
-                yield "dict-definition", group((ns, p[0].lower())), p[0], p[1]
+                yield "dict-definition", group((ns, p[0].lower())), p[0], p[1], (i,)
         elif ns == PACKAGE_SOURCE:
             p = package_pair(text)
             if p and p[0] not in seen_pkg:
                 seen_pkg.add(p[0])
-                yield "package-summary", group(("pkg", p[0])), p[1], p[2]
+                yield "package-summary", group(("pkg", p[0])), p[1], p[2], (i,)
         else:
             if ns in prev:
-                yield "same-document", group(("doc", ns, len(groups))), prev.pop(ns), text
+                j, first = prev.pop(ns)
+                yield "same-document", group(("doc", ns, len(groups))), first, text, (j, i)
             else:
-                prev[ns] = text
+                prev[ns] = (i, text)
 
 
 def read_texts(path):
@@ -128,24 +135,52 @@ def read_texts(path):
                 yield ns, text
 
 
+def split_for_pairs(texts):
+    """(texts that make the pairs, the rest), each in corpus order. corpus_pairs() of
+    the first gives the very pairs of all texts (checked), so the device call that only
+    continues contrastive training carries the first alone; MLM and the vocabulary read both."""
+    used = set()
+    for *_, src in pairs_with_sources(texts):
+        used.update(src)
+    paired = [t for i, t in enumerate(texts) if i in used]
+    rest = [t for i, t in enumerate(texts) if i not in used]
+    if list(corpus_pairs(paired)) != list(corpus_pairs(texts)):
+        raise SystemExit("error: the pair texts alone do not give the same pairs")
+    return paired, rest
+
+
+def write_texts(path, texts):
+    with lzma.open(path, "wt", encoding="utf-8", preset=9 | lzma.PRESET_EXTREME) as out:
+        for ns, text in texts:
+            out.write("%s\t%s\n" % (ns, text))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--passages", default=os.path.join(REPO, ".corpus", "passages.jsonl"))
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--cap", type=int, default=45000,
                     help="passages kept of each large documentation source")
+    ap.add_argument("--drop", default="bible,bible-commentary,strongs,fortunes",
+                    help="namespaces left out: far from the evaluations' text, and the data must "
+                         "travel to the GPU machine beside a checkpoint (64 MiB in all)")
+    ap.add_argument("--out", default="", help="folder of texts.tsv.xz (default --work)")
+    ap.add_argument("--mlm-out", default="", help="folder of mlm_texts.tsv.xz (default --out)")
     args = ap.parse_args()
     held = heldout_glosses(os.path.join(args.work, "heldout.jsonl"))
+    drop = set(filter(None, args.drop.split(",")))
     kept = collections.Counter()
     dropped = collections.Counter()
-    out_path = os.path.join(args.work, "texts.tsv.xz")
-    with open(args.passages, encoding="utf-8") as fh, \
-            lzma.open(out_path, "wt", encoding="utf-8", preset=9) as out:
+    texts = []
+    with open(args.passages, encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             ns, text = d["namespace"], " ".join(d["text"].split())
             if ns == "wordnet":
                 dropped["wordnet (make_pairs.py instead)"] += 1
+                continue
+            if ns in drop:
+                dropped["--drop " + ns] += 1
                 continue
             if len(text.split()) < 6 or "previous | up | next" in text:
                 dropped["short or navigation"] += 1
@@ -157,12 +192,21 @@ def main():
                 dropped["quotes a held-out gloss"] += 1
                 continue
             kept[ns] += 1
-            out.write("%s\t%s\n" % (ns, text))
+            texts.append((ns, text))
+    paired, rest = split_for_pairs(texts)
+    out_dir = args.out or args.work
+    os.makedirs(out_dir, exist_ok=True)
+    out_path = os.path.join(out_dir, "texts.tsv.xz")
+    os.makedirs(args.mlm_out or out_dir, exist_ok=True)
+    rest_path = os.path.join(args.mlm_out or out_dir, "mlm_texts.tsv.xz")
+    write_texts(out_path, paired)
+    write_texts(rest_path, rest)
     pairs = collections.Counter(k for k, _, _, _ in corpus_pairs(read_texts(out_path)))
     stats = {"texts": sum(kept.values()), "by_source": dict(kept.most_common()),
-             "dropped": dict(dropped), "pairs": dict(pairs),
-             "bytes": os.path.getsize(out_path)}
-    with open(os.path.join(args.work, "corpus_stats.json"), "w") as fh:
+             "dropped": dict(dropped), "pairs": dict(pairs), "pair_texts": len(paired),
+             "mlm_only_texts": len(rest), "bytes": os.path.getsize(out_path),
+             "mlm_only_bytes": os.path.getsize(rest_path)}
+    with open(os.path.join(out_dir, "corpus_stats.json"), "w") as fh:
         json.dump(stats, fh, indent=2)
     print(json.dumps(stats))
 
