@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # zerovec-l6 (issue 20) on the GPU machine, in bounded calls with a checkpoint between
 # them. Here first (tools/model/README.md, "zerovec-l6"):
-#   python3 tools/model/make_pairs.py --xz --out tools/model/work/l6
+#   python3 tools/model/make_pairs.py && python3 tools/model/make_pairs.py --xz --out tools/model/work/l6
 #   python3 tools/model/make_corpus_pairs.py --out tools/model/work/l6 --mlm-out tools/model/work/l6-mlm
 #   mv tools/model/work/l6/vocab_corpus.txt.xz tools/model/work/l6-mlm/
+#   rm tools/model/work/l6/heldout.jsonl tools/model/work/l6/stats.json
 # Then, on the GPU machine:
 #   smoke                  a tiny fresh run and a tiny resumed run (about 90 s)
 #   full MLM_MIN CON_MIN   call 1, carry tools/model/work/l6 and tools/model/work/l6-mlm:
@@ -25,7 +26,7 @@ CKPT=models/zerovec-l6
 R=tools/model/results
 TRAIN=(python3 tools/model/train.py --work "$W" --texts "$W/texts.tsv.xz" --name zerovec-l6
        --max-len 128 --lr 3e-4 --warmup 200 --batch 1024 --length-buckets 4
-       --source-weights wordnet=3,package-summary=2 --hard-negatives-both 1)
+       --source-weights wordnet=3,package-summary=3 --hard-negatives-both 1)
 FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size 8192
        --mlm-texts "$M/mlm_texts.tsv.xz" --vocab-corpus "$M/vocab_corpus.txt.xz")
 mkdir -p "$R"
@@ -76,13 +77,20 @@ full)
   need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
   smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
   echo "smoke passed ($(elapsed)s)"
-  # call 2's path, checked now so a fix can land before call 2; call 1 goes on regardless
-  smoke_resume /tmp/l6s && echo "resume smoke passed ($(elapsed)s)" ||
-    { echo "WARNING: resume smoke failed, fix before call 2:"; tail -25 "$R/smoke-l6-resume.log"; }
+  # Call 2's path, checked now so that a fix can land before call 2; it runs beside the
+  # training's CPU-bound start (vocabulary, tokenization), and call 1 goes on regardless.
+  smoke_resume /tmp/l6s &
+  RESUME_SMOKE=$!
   # 45 s are left for export, evaluation and packing
   "${TRAIN[@]}" "${FRESH[@]}" --out "$CKPT" --results "$R" --mlm-minutes "$MLM" --minutes "$CON" \
     --stop-at $((T0 + WALL - 45)) --hard-negatives-at 0.5 --lr-range 1,0.5 \
     --eval-file zerovec-l6-eval-call1.json > "$R/train-l6-call1.log" 2>&1 || echo "FAILED train ($(elapsed)s)"
+  if wait "$RESUME_SMOKE"; then
+    echo "resume smoke passed"
+  else
+    echo "WARNING: resume smoke failed, fix before call 2:"
+    tail -25 "$R/smoke-l6-resume.log"
+  fi
   grep -E "vocab|data|mlm \{|hard negatives|trained|SUMMARY" "$R/train-l6-call1.log" | cut -c1-600
   tail -3 "$R/train-l6-call1.log" | cut -c1-300
   pack "$CKPT" "$R"/*l6*

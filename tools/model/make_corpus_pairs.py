@@ -5,8 +5,9 @@ corpus (bench/corpus/make_passages.py), beside the WordNet pairs of make_pairs.p
 Stdlib only. Here (after make_pairs.py and bench/corpus/make_passages.py):
     python3 tools/model/make_corpus_pairs.py [--passages .corpus/passages.jsonl]
         [--work tools/model/work]
-writes work/texts.tsv.xz: "namespace<TAB>text" a line, the passages the model may learn
-from (small enough to carry to the GPU machine). train.py reads it with read_texts() and
+writes work/texts.tsv.xz: "namespace<TAB>text" a line, the passages that make pairs
+(small enough to carry to the GPU machine beside a checkpoint), and mlm_texts.tsv.xz,
+the other passages (vocabulary and MLM only). train.py reads it with read_texts() and
 turns it into pairs with corpus_pairs() below, so the pairing rules live in one place.
 
 What is left out, and why:
@@ -16,8 +17,11 @@ What is left out, and why:
     so the evaluation stays unseen;
   - man pages and licence texts were never in the passage corpus (they are the real-text
     evaluation set, make_manpage_eval.py);
-  - navigation crumbs and passages under 6 words; each large documentation source is
-    capped (--cap) so dictionary and package text are not drowned.
+  - navigation crumbs and passages under 6 words; the Bible, commentaries, Strong's and
+    fortunes (--drop): far from both evaluations' text, and the data must travel;
+  - from the pairs only (kept as MLM text, mlm_texts.tsv.xz): each large documentation
+    source past --cap passages, so dictionary and package text are not drowned, and
+    dictionary senses past --dict-senses per headword (GCIDE has up to dozens).
 
 Pairs (kind, group, a, b); pairs of one group are never each other's negatives:
   dict-definition   headword -> its definition (gcide, foldoc, jargon, vera, devil,
@@ -150,7 +154,7 @@ def split_for_pairs(texts):
 
 
 def write_texts(path, texts):
-    with lzma.open(path, "wt", encoding="utf-8", preset=9 | lzma.PRESET_EXTREME) as out:
+    with lzma.open(path, "wt", encoding="utf-8", preset=9) as out:
         for ns, text in texts:
             out.write("%s\t%s\n" % (ns, text))
 
@@ -159,8 +163,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--passages", default=os.path.join(REPO, ".corpus", "passages.jsonl"))
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
-    ap.add_argument("--cap", type=int, default=45000,
-                    help="passages kept of each large documentation source")
+    ap.add_argument("--cap", type=int, default=15000,
+                    help="passages of each large documentation source that may make pairs; the rest "
+                         "are MLM text only")
+    ap.add_argument("--dict-senses", type=int, default=2,
+                    help="definitions of one dictionary headword that may make pairs; the rest are MLM text only")
     ap.add_argument("--drop", default="bible,bible-commentary,strongs,fortunes",
                     help="namespaces left out: far from the evaluations' text, and the data must "
                          "travel to the GPU machine beside a checkpoint (64 MiB in all)")
@@ -171,7 +178,8 @@ def main():
     drop = set(filter(None, args.drop.split(",")))
     kept = collections.Counter()
     dropped = collections.Counter()
-    texts = []
+    texts, mlm_only = [], []
+    senses = collections.Counter()
     with open(args.passages, encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
@@ -185,15 +193,21 @@ def main():
             if len(text.split()) < 6 or "previous | up | next" in text:
                 dropped["short or navigation"] += 1
                 continue
-            if ns in CAPPED_SOURCES and kept[ns] >= args.cap:
-                dropped["cap"] += 1
-                continue
             if any(c in held for c in clauses(text)):
                 dropped["quotes a held-out gloss"] += 1
                 continue
             kept[ns] += 1
-            texts.append((ns, text))
+            # The texts that may make pairs travel to every training call; the others
+            # (MLM and vocabulary only) to the first.
+            head = dict_pair(text) if ns in DICT_SOURCES else None
+            if head:
+                senses[ns, head[0].lower()] += 1
+            if (ns in CAPPED_SOURCES and kept[ns] > args.cap) or (head and senses[ns, head[0].lower()] > args.dict_senses):
+                mlm_only.append((ns, text))
+            else:
+                texts.append((ns, text))
     paired, rest = split_for_pairs(texts)
+    rest += mlm_only
     out_dir = args.out or args.work
     os.makedirs(out_dir, exist_ok=True)
     out_path = os.path.join(out_dir, "texts.tsv.xz")
