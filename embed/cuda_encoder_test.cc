@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "embed/embedder.h"
@@ -80,6 +81,15 @@ class CudaEncoderTest : public ::testing::Test {
 TEST_F(CudaEncoderTest, ZerovecMiniAgreesWithCpuAndReference) {
   CompareOnReference("models/zerovec-mini",
                      "tests/data/reference/zerovec-mini.jsonl");
+}
+
+TEST_F(CudaEncoderTest, ZerovecL6AgreesWithCpuAndReference) {
+  if (!std::filesystem::exists("models/zerovec-l6/model.safetensors") ||
+      !std::filesystem::exists("tests/data/reference/zerovec-l6.jsonl")) {
+    GTEST_SKIP() << "models/zerovec-l6 or its reference vectors are not here";
+  }
+  CompareOnReference("models/zerovec-l6",
+                     "tests/data/reference/zerovec-l6.jsonl");
 }
 
 TEST_F(CudaEncoderTest, MiniLmRandomAgreesWithCpuAndReference) {
