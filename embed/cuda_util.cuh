@@ -143,7 +143,7 @@ class LtGeluGemm {
   Status Find(int t, int n, int k, Plan** out) {
     for (Plan& p : plans_) {
       if (p.t == t && p.n == n && p.k == k) {
-        if (!p.usable) return UnimplementedError("cublasLt: no GELU_BIAS algo");
+        if (!p.usable) return UnimplementedError(why_);
         *out = &p;
         return OkStatus();
       }
@@ -154,8 +154,17 @@ class LtGeluGemm {
     p.t = t;
     p.n = n;
     p.k = k;
-    ZV_RETURN_IF_ERROR(Make(p));
-    if (!p.usable) return UnimplementedError("cublasLt: no GELU_BIAS algo");
+    // Any failure to plan (an attribute this cuBLASLt lacks, no algorithm)
+    // sends the shape to the separate-kernel path.
+    const Status made = Make(p);
+    if (!made.ok()) {
+      p.usable = false;
+      why_ = made.message();
+    } else if (!p.usable) {
+      why_ = "no GELU_BIAS algorithm for " + std::to_string(n) + "x" +
+             std::to_string(t) + "x" + std::to_string(k);
+    }
+    if (!p.usable) return UnimplementedError(why_);
     *out = &p;
     return OkStatus();
   }
@@ -210,6 +219,7 @@ class LtGeluGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::vector<Plan> plans_;
+  std::string why_;  // the last planning failure
 };
 
 // Instantiated CUDA graphs by batch shape, least recently used dropped beyond

@@ -18,6 +18,7 @@
 // Every figure is a median of repeated runs after warm-up.
 //   gpu_embed_bench --model DIR --label NAME --texts FILE --out FILE.json
 //                   [--vectors-out FILE.json] [--batches 1,32,256,4096]
+//                   [--skip-e2e 1]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -515,7 +516,8 @@ int main(int argc, char** argv) {
   for (const auto& b : corpus.order)
     for (int B : batches) MeasureEncodeRun(corpus, b, B, setup, rig, out);
   MeasureGemmShapes(corpus, cfg, max_batch, out);
-  MeasureEndToEnd(args, corpus, batches, max_batch, max_tokens, rig, out);
+  if (args["--skip-e2e"] != "1")
+    MeasureEndToEnd(args, corpus, batches, max_batch, max_tokens, rig, out);
 
   std::ofstream(args["--out"]) << out.dump(1);
   std::printf("wrote %s\n", args["--out"].c_str());
