@@ -376,8 +376,13 @@ class CudaLaneEncoder : public CudaEncoder {
       return true;
     }
     if (!graphs_.SeenBefore(key)) return false;
-    ZV_CUDA_CHECK(
-        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const cudaError_t begin =
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (begin != cudaSuccess) {
+      cudaGetLastError();
+      return GraphsFailed(std::string("begin capture: ") +
+                          cudaGetErrorString(begin));
+    }
     const Status st = Forward(in, /*mark=*/false);
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
@@ -389,19 +394,24 @@ class CudaLaneEncoder : public CudaEncoder {
     if (graph) cudaGraphDestroy(graph);
     if (!st.ok() || end != cudaSuccess || inst != cudaSuccess) {
       cudaGetLastError();  // capture errors are not sticky: clear them
-      graph_note_ = !st.ok()             ? st.message()
-                    : end != cudaSuccess ? cudaGetErrorString(end)
-                                         : cudaGetErrorString(inst);
-      std::fprintf(stderr,
-                   "zerovec cuda encoder: graph capture failed (%s); "
-                   "running without graphs\n",
-                   graph_note_.c_str());
-      return false;
+      return GraphsFailed(!st.ok()             ? st.message()
+                          : end != cudaSuccess ? cudaGetErrorString(end)
+                                               : cudaGetErrorString(inst));
     }
     const cudaError_t launch = cudaGraphLaunch(exec, stream_);
     graphs_.Insert(key, exec);
     ZV_CUDA_CHECK(launch);
     return true;
+  }
+
+  // Turns graphs off for this encoder (the pass runs launch by launch).
+  bool GraphsFailed(std::string why) {
+    graph_note_ = std::move(why);
+    std::fprintf(stderr,
+                 "zerovec cuda encoder: graph capture failed (%s); running "
+                 "without graphs\n",
+                 graph_note_.c_str());
+    return false;
   }
 
   // Embeddings, the layers, pooling: every launch of one pass on stream_.
