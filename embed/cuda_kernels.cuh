@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kPoolThreads)
 }
 
 // ---------------------------------------------------------------- tensor-core
-// attention, and the one launcher the encoder and bench/gpu/mirror.cu call.
+// attention, and the one launcher the encoder calls.
 //
 // MmaAttentionKernel: FlashAttention-2 style. Block = (query tile of 16*W rows,
 // head, sequence), W warps of 16 query rows each. Q (bias added, pre-scaled by

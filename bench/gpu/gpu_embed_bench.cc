@@ -258,7 +258,9 @@ void CompareBaseline(Flags& args, Corpus& corpus, int h, EncoderRig& rig,
   double worst = 0, min_cos = 1;
   for (const auto& b : corpus.order) {
     const int n = std::min<int>(64, corpus.buckets[b].size());
-    for (int n_run : {1, 1, 1, n, n, n}) {  // graphs capture on second use
+    // Graphs capture on a shape's second use; the last run (n) is kept.
+    for (int n_run :
+         {1, 1, 1, std::min(32, n), std::min(32, n), std::min(32, n), n}) {
       auto tb = BatchOf(corpus, b, n_run, nullptr);
       std::vector<float> ref(size_t(n_run) * h);
       std::vector<float*> ref_rows;
