@@ -98,7 +98,7 @@ Status GpuMirror::Impl::Grow(uint64_t want) {
   if (e != cudaSuccess) return fail(CudaError("cudaMalloc", e));
   // Searches hold `buffers` shared while they run: wait for them, then swap.
   std::unique_lock lock(buffers);
-  const uint64_t n = count.load() + staged;  // staged rows move along
+  const uint64_t n = count.load() + staged_rows;  // staged rows move along
   if (n > 0) {
     e = cudaMemcpyAsync(new_rows, rows, n * row_bytes, cudaMemcpyDeviceToDevice,
                         wstream);
@@ -207,7 +207,7 @@ GpuMask::~GpuMask() {
 Status GpuMirror::AppendHost(const float* host_rows, uint64_t n) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
-  impl_->staged = 0;
+  impl_->staged_rows = 0;
   ZV_RETURN_IF_ERROR(impl_->Grow(impl_->count.load() + n));
   ZV_RETURN_IF_ERROR(impl_->CopyIn(host_rows, n, impl_->count.load()));
   return impl_->Publish(n);
@@ -217,7 +217,7 @@ Status GpuMirror::AppendDevice(const void* device_rows, uint64_t n,
                                void* cuda_stream) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
-  impl_->staged = 0;
+  impl_->staged_rows = 0;
   ZV_RETURN_IF_ERROR(impl_->Grow(impl_->count.load() + n));
   ZV_CUDA_CHECK(
       cudaEventRecord(impl_->wevent, static_cast<cudaStream_t>(cuda_stream)));
@@ -238,21 +238,21 @@ Status GpuMirror::Reserve(uint64_t rows) {
 StatusOr<float*> GpuMirror::StageRows(uint64_t n) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
-  impl_->staged = 0;
+  impl_->staged_rows = 0;
   const uint64_t first = impl_->count.load();
   ZV_RETURN_IF_ERROR(impl_->Grow(first + n));
   const size_t row_bytes = size_t{options_.row_stride} * 4;
   float* base = impl_->rows + first * options_.row_stride;
   ZV_CUDA_CHECK(cudaMemsetAsync(base, 0, n * row_bytes, impl_->wstream));
   ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
-  impl_->staged = n;
+  impl_->staged_rows = n;
   return base;
 }
 
 Status GpuMirror::WriteStaged(uint64_t offset, const float* host_rows,
                               uint64_t n) {
   std::lock_guard w(impl_->writer);
-  if (offset + n > impl_->staged) {
+  if (offset + n > impl_->staged_rows) {
     return OutOfRangeError("GPU mirror: write past the staged rows");
   }
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
@@ -264,7 +264,7 @@ Status GpuMirror::WriteStaged(uint64_t offset, const float* host_rows,
 Status GpuMirror::ReadStaged(uint64_t offset, uint64_t n,
                              float* host_rows) const {
   std::lock_guard w(impl_->writer);
-  if (offset + n > impl_->staged) {
+  if (offset + n > impl_->staged_rows) {
     return OutOfRangeError("GPU mirror: read past the staged rows");
   }
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
@@ -279,13 +279,13 @@ Status GpuMirror::ReadStaged(uint64_t offset, uint64_t n,
 
 Status GpuMirror::CommitStaged(uint64_t n) {
   std::lock_guard w(impl_->writer);
-  if (n > impl_->staged) {
+  if (n > impl_->staged_rows) {
     return OutOfRangeError("GPU mirror: commit of " + std::to_string(n) +
-                           " rows, " + std::to_string(impl_->staged) +
+                           " rows, " + std::to_string(impl_->staged_rows) +
                            " staged");
   }
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
-  impl_->staged = 0;
+  impl_->staged_rows = 0;
   return impl_->Publish(n);
 }
 
@@ -378,7 +378,7 @@ Status GpuMirror::Reset() {
   ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
   std::fill(impl_->host_tomb.begin(), impl_->host_tomb.end(), 0);
   impl_->count.store(0);
-  impl_->staged = 0;
+  impl_->staged_rows = 0;
   return OkStatus();
 }
 

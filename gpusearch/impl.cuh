@@ -131,7 +131,7 @@ struct GpuMirror::Impl {
   uint64_t* tomb = nullptr;
   uint64_t capacity = 0;
   std::atomic<uint64_t> count{0};
-  uint64_t staged = 0;  // rows written past `count` by StageRows (writer)
+  uint64_t staged_rows = 0;  // rows written past `count` by StageRows (writer)
   // Writer side.
   std::mutex writer;
   cudaStream_t wstream = nullptr;
