@@ -22,6 +22,18 @@
 namespace zv::service {
 namespace {
 
+bool TextQueriesOnDevice(const GpuServing& gpu) {
+  switch (gpu.text_queries) {
+    case GpuServing::TextQueries::kDevice:
+      return true;
+    case GpuServing::TextQueries::kHost:
+      return false;
+    case GpuServing::TextQueries::kAuto:
+      break;
+  }
+  return gpu.batch_window.count() == 0;
+}
+
 class ServerImpl final : public Server {
  public:
   ServerImpl(const ServerOptions& options, std::unique_ptr<index::Database> db,
@@ -36,7 +48,7 @@ class ServerImpl final : public Server {
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
                  &compactor_, &coalescer_, &sweeper_,
-                 options.gpu.text_queries_on_device),
+                 TextQueriesOnDevice(options.gpu)),
         router_(&service_) {}
 
   ~ServerImpl() override {

@@ -51,9 +51,14 @@ struct GpuServing {
   // theirs is running). 0: each runs on its own.
   std::chrono::microseconds batch_window{500};
   // Text queries on a mirrored collection, with the encoder on the mirror's
-  // device: embedded into device memory and searched from there (true), or
-  // embedded to the host and searched like vector queries, coalesced (false).
-  bool text_queries_on_device = true;
+  // device: kDevice embeds them into device memory and searches them from
+  // there, one request at a time; kHost embeds them to the host and searches
+  // them like vector queries, coalesced. kAuto: kDevice when coalescing is off
+  // (batch_window 0), else kHost (measured on an H200, bench/RESULTS.md: with
+  // coalescing the host way serves 1.25-1.29x the QPS from 16 clients up; at
+  // one client they are equal).
+  enum class TextQueries { kAuto, kDevice, kHost };
+  TextQueries text_queries = TextQueries::kAuto;
 };
 
 struct ServerOptions {

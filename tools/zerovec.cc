@@ -49,7 +49,7 @@ constexpr Command kCommands[] = {
           [--compact-tombstones F] [--compact-min-rows N]
           [--shutdown-grace-s N] [--group NAME] [--threads N]
           [--gpu-memory BYTES|auto] [--gpu-device N] [--gpu-batch-window-us N]
-          [--gpu-text-queries device|host]
+          [--gpu-text-queries auto|device|host]
           [--sweep-interval-ms N]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
           --sweep-interval-ms N (default 1000, 0 = off): how often expired
@@ -68,10 +68,11 @@ constexpr Command kCommands[] = {
           and auto logs that it is off. --gpu-batch-window-us N (default 500,
           0 = off): concurrent searches of one collection with the same k and
           filter wait up to N us to run as one GPU batch.
-          --gpu-text-queries device|host (default device): text queries on a
-          mirrored collection are embedded into GPU memory and searched from
-          there (device), or embedded to the host and searched like vector
-          queries, coalesced (host).
+          --gpu-text-queries auto|device|host: text queries on a mirrored
+          collection are embedded into GPU memory and searched from there, one
+          by one (device), or embedded to the host and searched like vector
+          queries, coalesced (host); auto (default): device when coalescing is
+          off, else host (coalescing serves more).
 )"},
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]

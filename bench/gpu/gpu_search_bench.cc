@@ -1,6 +1,7 @@
 // GPU exact search (gpusearch/gpu_search.h) against its floors, in one process:
 //   gpu_search_bench [--rows N] [--dim D] [--queries Q] [--batch B]
 //                    [--metric ip|l2] [--k K] [--check C]
+//                    [--clusters C --spread S] [--hnsw-m M --hnsw-efc E]
 // 1. device copy bandwidth -> the HBM floor of one scan of the mirror;
 // 2. N unit rows generated on the device, appended device to device, copied
 //    to the host and uploaded again from there (a restart's rebuild);
@@ -68,6 +69,8 @@ struct Flags {
   int check = 5;
   int hnsw_m = 0;  // 0: no CPU HNSW
   int hnsw_efc = 64;
+  uint32_t clusters = 0;  // 0: uniform unit rows
+  float spread = 0.01f;
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -92,6 +95,10 @@ Flags ParseFlags(int argc, char** argv) {
       f.hnsw_m = std::stoi(v);
     else if (a == "--hnsw-efc")
       f.hnsw_efc = std::stoi(v);
+    else if (a == "--clusters")
+      f.clusters = std::stoul(v);
+    else if (a == "--spread")
+      f.spread = std::stof(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       std::exit(2);
@@ -423,13 +430,13 @@ int main(int argc, char** argv) {
   // Rows and queries (other random unit vectors) generated on the device.
   float* gen = nullptr;
   CHECK_CUDA(cudaMalloc(&gen, f.rows * row_bytes));
-  CHECK_CUDA(
-      cudaError_t(zv::bench::GenerateUnitRows(gen, f.rows, f.dim, stride, 1)));
+  CHECK_CUDA(cudaError_t(zv::bench::GenerateUnitRows(gen, f.rows, f.dim, stride,
+                                                     1, f.clusters, f.spread)));
   const int nq_all = f.queries + f.batch;
   float* qdev = nullptr;
   CHECK_CUDA(cudaMalloc(&qdev, size_t(nq_all) * row_bytes));
-  CHECK_CUDA(
-      cudaError_t(zv::bench::GenerateUnitRows(qdev, nq_all, f.dim, stride, 2)));
+  CHECK_CUDA(cudaError_t(zv::bench::GenerateUnitRows(
+      qdev, nq_all, f.dim, stride, 2, f.clusters, f.spread)));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<float> q(size_t(nq_all) * stride);
   CHECK_CUDA(cudaMemcpy(q.data(), qdev, q.size() * 4, cudaMemcpyDeviceToHost));

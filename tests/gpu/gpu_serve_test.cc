@@ -363,7 +363,10 @@ TEST(GpuServeTest, TextQueriesEqualTheCpu) {
   if (testing::BundledModelDir().empty()) GTEST_SKIP() << "no bundled model";
   const auto data = MakeTempDir("gpu_text");
   Logged logged;
-  RunningServer s = StartServer(GpuOptions(data, kBudget, 500, &logged));
+  service::ServerOptions options = GpuOptions(data, kBudget, 500, &logged);
+  // The device way (auto would take the host way with coalescing on).
+  options.gpu.text_queries = service::GpuServing::TextQueries::kDevice;
+  RunningServer s = StartServer(options);
   ASSERT_NE(s.server, nullptr);
   const std::vector<float> probe = Embed(s, "probe");
   Create(s, "txt", static_cast<uint32_t>(probe.size()));
