@@ -88,6 +88,7 @@ bool TimeBatch(zv::embed::Embedder& emb,
 }  // namespace
 
 int main(int argc, char** argv) {
+  zv::embed::UseFastBlasKernels(argv);
   const std::string model = Arg(argc, argv, "model", "");
   const std::string texts_path = Arg(argc, argv, "texts", "");
   const std::string out_path = Arg(argc, argv, "out", "");

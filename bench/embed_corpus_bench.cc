@@ -110,6 +110,7 @@ bool EmbedAllOnce(zv::embed::Embedder& embedder,
 }  // namespace
 
 int main(int argc, char** argv) {
+  zv::embed::UseFastBlasKernels(argv);
   std::map<std::string, std::string> kv;
   for (int i = 1; i + 1 < argc; i += 2) kv[argv[i]] = argv[i + 1];
   if (!kv.count("--input")) {

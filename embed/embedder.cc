@@ -1,10 +1,15 @@
 #include "embed/embedder.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -16,7 +21,37 @@
 #include "embed/cuda_encoder.h"
 #endif
 
+extern "C" char* openblas_get_corename(void);
+
 namespace zv::embed {
+
+void UseFastBlasKernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const std::string core = openblas_get_corename();
+  static const char* const kGeneric[] = {"Prescott",   "Core2",   "Penryn",
+                                         "Dunnington", "Nehalem", "Atom",
+                                         "Unknown",    "Katmai",  "Northwood"};
+  if (std::find(std::begin(kGeneric), std::end(kGeneric), core) ==
+      std::end(kGeneric)) {
+    return;
+  }
+  const char* want = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    want = "SkylakeX";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    want = "Haswell";
+  }
+  if (want == nullptr) return;
+  std::fprintf(stderr,
+               "zerovec: OpenBLAS took this CPU for a generic %s; restarting "
+               "with OPENBLAS_CORETYPE=%s\n",
+               core.c_str(), want);
+  setenv("OPENBLAS_CORETYPE", want, 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: go on as is
+}
+
 namespace {
 
 // Jobs of at most this many texts go to the interactive lane, so a query never

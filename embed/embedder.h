@@ -39,6 +39,16 @@ struct EmbedderOptions {
   int cpu_threads = 0;
 };
 
+// OpenBLAS picks its kernels from the CPU's cpuid model and falls back to
+// generic SSE3 ones ("Prescott") for a model it does not know, which is what
+// virtual machines often report: on the H200 host's vCPUs (AVX-512) that made
+// the CPU encoder 3.6x slower (bench/RESULTS.md). Call first in main(): when
+// OPENBLAS_CORETYPE is unset, OpenBLAS chose a generic core and the CPU has
+// AVX-512 (or AVX2+FMA), it sets OPENBLAS_CORETYPE=SkylakeX (Haswell) and
+// re-executes the program (OpenBLAS reads it only when it loads). Returns
+// only when nothing needed doing or the re-exec failed.
+void UseFastBlasKernels(char** argv);
+
 // Parses a --device value: "auto", "cpu", "cuda" or "cuda:N".
 StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
                                       EmbedderOptions options = {});

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "embed/embedder.h"
 #include "tools/commands.h"
 #include "tools/version.h"
 
@@ -146,6 +147,7 @@ bool WantsHelp(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zv::embed::UseFastBlasKernels(argv);
   if (argc < 2) {
     PrintAllUsage(std::cerr);
     return 2;
