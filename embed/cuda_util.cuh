@@ -15,25 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/cuda_check.h"
 #include "base/status.h"
-
-#define ZV_CUDA_CHECK(expr)                                         \
-  do {                                                              \
-    const cudaError_t zv_err_ = (expr);                             \
-    if (zv_err_ != cudaSuccess) {                                   \
-      return ::zv::InternalError(std::string("cuda: " #expr ": ") + \
-                                 cudaGetErrorString(zv_err_));      \
-    }                                                               \
-  } while (0)
-
-#define ZV_CUBLAS_CHECK(expr)                                         \
-  do {                                                                \
-    const cublasStatus_t zv_st_ = (expr);                             \
-    if (zv_st_ != CUBLAS_STATUS_SUCCESS) {                            \
-      return ::zv::InternalError(std::string("cublas: " #expr ": ") + \
-                                 cublasGetStatusString(zv_st_));      \
-    }                                                                 \
-  } while (0)
 
 namespace zv::embed::cuda {
 

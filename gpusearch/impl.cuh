@@ -14,31 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "base/cuda_check.h"
 #include "gpusearch/gpu_search.h"
 
 namespace zv::gpusearch {
 namespace detail {
 
-#define ZV_CUDA_CHECK(expr)                                       \
-  do {                                                            \
-    const cudaError_t zv_err_ = (expr);                           \
-    if (zv_err_ != cudaSuccess) return CudaError(#expr, zv_err_); \
-  } while (0)
-
-#define ZV_CUBLAS_CHECK(expr)                                         \
-  do {                                                                \
-    const cublasStatus_t zv_st_ = (expr);                             \
-    if (zv_st_ != CUBLAS_STATUS_SUCCESS) {                            \
-      return ::zv::InternalError(std::string("cublas: " #expr ": ") + \
-                                 cublasGetStatusString(zv_st_));      \
-    }                                                                 \
-  } while (0)
-
-inline Status CudaError(const char* what, cudaError_t err) {
-  std::string m = std::string("cuda: ") + what + ": " + cudaGetErrorString(err);
-  if (err == cudaErrorMemoryAllocation) return ResourceExhaustedError(m);
-  return InternalError(m);
-}
+using ::zv::CudaError;
 
 constexpr uint64_t kStagingBytes = 64ull << 20;     // per pinned buffer
 constexpr uint64_t kScoreTileFloats = 64ull << 20;  // 256 MiB score tile

@@ -18,23 +18,9 @@ B=/tmp/zvgpusearch
 mkdir -p "$OUT" "$B"
 tar -xJf .device-gpusearch/bundle.tar.xz -C "$B" --strip-components=1
 SUM=$OUT/summary.txt
-el() { echo $(($(date +%s) - T0)); }
-step() { # step NAME MAX_SECONDS CMD...: log in $OUT/NAME.log
-  local name=$1 max=$2
-  shift 2
-  local left=$((DEADLINE - $(el)))
-  ((left < max)) && max=$left
-  if ((max < 10)); then
-    echo "== $name SKIPPED (deadline, t=$(el)s)" | tee -a "$SUM"
-    return 1
-  fi
-  timeout "$max" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name rc=$rc t=$(el)s" | tee -a "$SUM"
-  grep -E "PASSED|FAILED|SKIPPED|Failure|RESULT|floor|query|batch|CPU|rebuild" \
-    "$OUT/$name.log" | cut -c1-400 | tail -n 12 | tee -a "$SUM"
-  return $rc
-}
+STEP_GREP="PASSED|FAILED|SKIPPED|Failure|RESULT|floor|query|batch|CPU|rebuild"
+STEP_LINES=12
+source "$(dirname "$0")/device_lib.sh"
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
