@@ -35,14 +35,19 @@ class ServerImpl final : public Server {
         coalescer_(options.gpu.batch_window,
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_, &coalescer_, &sweeper_),
-        router_(&service_) {}
+                 &compactor_, &coalescer_, &sweeper_) {}
 
   ~ServerImpl() override {
     Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
   Status Listen() {
+    zerovec::v1::ZeroVec::Service* front = &service_;
+    if (options_.decorate) {
+      ZV_ASSIGN_OR_RETURN(decorator_, options_.decorate(&service_));
+      front = decorator_->service();
+    }
+    router_ = std::make_unique<RequestRouter>(front);
     grpc::EnableDefaultHealthCheckService(true);
     // Reflection v1alpha only: Debian's gRPC 1.51 predates the v1 reflection
     // service (grpc 1.57). It describes grpc.health.v1 from
@@ -51,10 +56,10 @@ class ServerImpl final : public Server {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
                              &port_);
-    ZV_RETURN_IF_ERROR(router_.CheckCoversProto());
+    ZV_RETURN_IF_ERROR(router_->CheckCoversProto());
     // service_'s handlers, registered through router_ (request parse errors
     // name the field).
-    builder.RegisterService(&router_);
+    builder.RegisterService(router_.get());
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(options_.limits.max_message_bytes));
     builder.SetMaxSendMessageSize(
@@ -72,6 +77,7 @@ class ServerImpl final : public Server {
     // Probes may ask for the service by name as well as for the server ("").
     server_->GetHealthCheckService()->SetServingStatus(
         zerovec::v1::ZeroVec::service_full_name(), true);
+    if (decorator_) ZV_RETURN_IF_ERROR(decorator_->Started(port_));
     return OkStatus();
   }
 
@@ -95,6 +101,7 @@ class ServerImpl final : public Server {
       }
       shutting_down_ = true;
     }
+    if (decorator_) decorator_->Stop();  // e.g. leave the cluster first
     if (server_) {
       server_->GetHealthCheckService()
           ->Shutdown();             // probes now see NOT_SERVING
@@ -120,7 +127,8 @@ class ServerImpl final : public Server {
   Sweeper sweeper_;
   SearchCoalescer coalescer_;
   ZeroVecService service_;
-  RequestRouter router_;
+  std::unique_ptr<ServiceDecorator> decorator_;
+  std::unique_ptr<RequestRouter> router_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::mutex mu_;
