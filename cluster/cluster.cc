@@ -66,7 +66,8 @@ class ClusterService final : public pb::ZeroVec::Service {
   grpc::Status DropCollection(grpc::ServerContext* ctx,
                               const pb::DropCollectionRequest* req,
                               pb::DropCollectionResponse* resp) override {
-    auto map = Route(ctx, req->name());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->name(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->name(),
                    [&] { return local_->DropCollection(ctx, req, resp); });
@@ -82,7 +83,8 @@ class ClusterService final : public pb::ZeroVec::Service {
   grpc::Status DescribeCollection(grpc::ServerContext* ctx,
                                   const pb::DescribeCollectionRequest* req,
                                   pb::CollectionInfo* resp) override {
-    auto map = Route(ctx, req->name());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->name(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->name(),
                    [&] { return local_->DescribeCollection(ctx, req, resp); });
@@ -91,7 +93,8 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Upsert(grpc::ServerContext* ctx, const pb::UpsertRequest* req,
                       pb::UpsertResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->Upsert(ctx, req, resp); });
@@ -116,7 +119,8 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Search(grpc::ServerContext* ctx, const pb::SearchRequest* req,
                       pb::SearchResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->Search(ctx, req, resp); });
@@ -139,7 +143,8 @@ class ClusterService final : public pb::ZeroVec::Service {
   grpc::Status SearchBatch(grpc::ServerContext* ctx,
                            const pb::SearchBatchRequest* req,
                            pb::SearchBatchResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->SearchBatch(ctx, req, resp); });
@@ -148,7 +153,8 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Get(grpc::ServerContext* ctx, const pb::GetRequest* req,
                    pb::GetResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->Get(ctx, req, resp); });
@@ -157,7 +163,8 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Delete(grpc::ServerContext* ctx, const pb::DeleteRequest* req,
                       pb::DeleteResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->Delete(ctx, req, resp); });
@@ -169,7 +176,8 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Touch(grpc::ServerContext* ctx, const pb::TouchRequest* req,
                      pb::TouchResponse* resp) override {
-    auto map = Route(ctx, req->collection());
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->Touch(ctx, req, resp); });
@@ -191,7 +199,9 @@ class ClusterService final : public pb::ZeroVec::Service {
 
   grpc::Status Compact(grpc::ServerContext* ctx, const pb::CompactRequest* req,
                        pb::CompactResponse* resp) override {
-    if (auto map = Route(ctx, req->collection())) {
+    std::optional<ShardMap> map;
+    if (grpc::Status s = Route(ctx, req->collection(), &map); !s.ok()) return s;
+    if (map) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           "collection: compacting a cluster collection is "
                           "not done yet; compact its shards (" +
@@ -207,12 +217,17 @@ class ClusterService final : public pb::ZeroVec::Service {
     return ctx->client_metadata().count(kEpochHeader) > 0;
   }
 
-  // The shard map when `name` is a cluster collection and the call is a
-  // client's (not another node's, which addresses a local shard).
-  std::optional<ShardMap> Route(grpc::ServerContext* ctx,
-                                const std::string& name) {
-    if (Internal(ctx)) return std::nullopt;
-    return state_->Map(name);
+  // *map: the shard map when `name` is a cluster collection and the call is
+  // a client's (not another node's, which addresses a local shard). A map
+  // this node cannot read (a newer format) is an error, never "not a
+  // cluster collection".
+  grpc::Status Route(grpc::ServerContext* ctx, const std::string& name,
+                     std::optional<ShardMap>* map) {
+    if (Internal(ctx)) return grpc::Status::OK;
+    auto cached = state_->Map(name);
+    if (!cached.ok()) return ToGrpc(cached.status());
+    *map = std::move(cached).value();
+    return grpc::Status::OK;
   }
 
   // A call for the local service. From another node, it addresses shard
@@ -235,7 +250,14 @@ class ClusterService final : public pb::ZeroVec::Service {
       return InvalidArgumentError("collection: \"" + local_name +
                                   "\" is not a shard name");
     }
-    std::optional<ShardMap> map = state_->Map(name);
+    if (state_->Fenced()) {
+      // Cut off from etcd for longer than the lease: the cluster may have
+      // moved on without this node, so it serves no shard.
+      return UnavailableError("node " + std::to_string(options_.node_id) +
+                              ": lost contact with etcd (lease not renewed "
+                              "in time); not serving shards");
+    }
+    ZV_ASSIGN_OR_RETURN(std::optional<ShardMap> map, state_->Map(name));
     if (!map || map->epoch < epoch) {
       // Our cache lags the caller's (the watch is behind): ask etcd.
       ZV_ASSIGN_OR_RETURN(map, state_->FetchMap(name));
@@ -332,12 +354,54 @@ class ClusterService final : public pb::ZeroVec::Service {
     return last;
   }
 
+  // Keeps the map's replica list of `shard` to the replicas that hold every
+  // acknowledged write (an in-sync set): drops `ids` (not live, or failing
+  // writes) from it by a compare-epoch transaction, never the last replica.
+  // *map becomes the new map.
+  Status DropReplicas(ShardMap* map, int shard,
+                      const std::vector<int64_t>& ids) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      ShardMap next = *map;
+      auto& r = next.replicas[shard];
+      for (int64_t id : ids)
+        r.erase(std::remove(r.begin(), r.end(), id), r.end());
+      if (r.size() == map->replicas[shard].size()) return OkStatus();
+      if (r.empty()) return NoReplica(*map, shard);
+      Status s = state_->UpdateMap(*map, next);
+      if (s.ok()) {
+        next.epoch = map->epoch + 1;
+        options_.log("cluster: " + map->name + " shard " +
+                     std::to_string(shard) + ": replicas now " + NodeList(r) +
+                     " (epoch " + std::to_string(next.epoch) + ")");
+        *map = std::move(next);
+        return OkStatus();
+      }
+      if (s.code() != StatusCode::kAborted) return s;
+      // Another node changed the map first (maybe another shard): re-read.
+      ZV_ASSIGN_OR_RETURN(auto fresh, state_->FetchMap(map->name));
+      if (!fresh)
+        return NotFoundError("collection \"" + map->name + "\" was dropped");
+      *map = std::move(*fresh);
+    }
+    return Status(StatusCode::kAborted, "shard map of \"" + map->name +
+                                            "\": too many concurrent changes");
+  }
+
   // `call` on every live replica of `shard` at once; OK once the write quorum
-  // (every live replica by default) succeeded.
-  Status CallAllReplicas(const ShardMap& map, int shard, const Call& call,
-                         std::function<void()> on_first_ok) {
+  // (every live replica by default) succeeded. Replicas that are not live
+  // are dropped from the shard first, and (with a quorum below every
+  // replica) so are those that failed an acknowledged write.
+  Status CallAllReplicas(ShardMap map, int shard, const Call& call) {
+    std::vector<int64_t> dead;
     std::vector<int64_t> live = LiveReplicas(map, shard);
     if (live.empty()) return NoReplica(map, shard);
+    for (int64_t id : map.replicas[shard])
+      if (std::find(live.begin(), live.end(), id) == live.end())
+        dead.push_back(id);
+    if (!dead.empty()) {
+      ZV_RETURN_IF_ERROR(DropReplicas(&map, shard, dead));
+      live = LiveReplicas(map, shard);
+    }
     std::vector<std::future<Status>> results;
     for (int64_t id : live) {
       results.push_back(std::async(std::launch::async, [this, map, id, call] {
@@ -348,36 +412,33 @@ class ClusterService final : public pb::ZeroVec::Service {
     const size_t need = map.write_quorum > 0
                             ? static_cast<size_t>(map.write_quorum)
                             : live.size();
-    size_t ok = 0;
+    std::vector<int64_t> failed;
     Status first_error;
-    for (auto& f : results) {
-      Status s = f.get();
-      if (s.ok()) {
-        if (ok++ == 0) on_first_ok();
-      } else if (first_error.ok()) {
-        first_error = s;
-      }
+    for (size_t i = 0; i < results.size(); ++i) {
+      Status s = results[i].get();
+      if (s.ok()) continue;
+      failed.push_back(live[i]);
+      if (first_error.ok()) first_error = s;
     }
-    if (ok >= need) return OkStatus();
-    if (!first_error.ok()) {
-      return first_error.WithContext(
-          "shard " + std::to_string(shard) + ": " + std::to_string(ok) +
-          " of " + std::to_string(need) + " replicas stored the write");
+    const size_t ok = live.size() - failed.size();
+    if (ok >= need && ok > 0) {
+      return failed.empty() ? OkStatus() : DropReplicas(&map, shard, failed);
     }
-    return NoReplica(map, shard);
+    return first_error.WithContext(
+        "shard " + std::to_string(shard) + ": " + std::to_string(ok) + " of " +
+        std::to_string(need) + " replicas stored the write");
+  }
+
+  static std::string NodeList(const std::vector<int64_t>& ids) {
+    std::string s;
+    for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
   }
 
   static Status NoReplica(const ShardMap& map, int shard) {
     return UnavailableError("shard " + std::to_string(shard) + " of \"" +
                             map.name + "\": no live replica (nodes " +
-                            [&] {
-                              std::string s;
-                              for (int64_t id : map.replicas[shard])
-                                s +=
-                                    (s.empty() ? "" : ",") + std::to_string(id);
-                              return s;
-                            }() +
-                            " are down)");
+                            NodeList(map.replicas[shard]) + " are down)");
   }
 
   // Runs `body(shard)` for the given shards in parallel; the first error.
@@ -455,7 +516,7 @@ class ClusterService final : public pb::ZeroVec::Service {
       }
       return s;
     };
-    return CallAllReplicas(map, shard, call, [] {});
+    return CallAllReplicas(map, shard, call);
   }
 
   const ClusterOptions options_;

@@ -57,16 +57,14 @@ void ClusterState::Apply(const std::vector<WatchEvent>& events) {
       if (node.ok()) nodes_[id] = *node;
     } else if (key.rfind(kCollectionsPrefix, 0) == 0) {
       const std::string name = key.substr(sizeof(kCollectionsPrefix) - 1);
-      if (e.deleted) {
-        maps_.erase(name);
-        continue;
-      }
+      maps_.erase(name);
+      unreadable_maps_.erase(name);
+      if (e.deleted) continue;
       auto map = ShardMapFromJson(e.kv.value);
       if (map.ok()) {
         maps_[name] = *map;
       } else {
-        // Not cached: requests fetch it and answer this error.
-        maps_.erase(name);
+        unreadable_maps_[name] = map.status();
         log_("cluster: " + map.status().message());
       }
     }
@@ -94,18 +92,25 @@ Status ClusterState::Register(const NodeInfo& self, int64_t ttl_s) {
         "expires)");
   }
   lease_ = lease;
-  keeper_ = etcd_->KeepAlive(lease, ttl_s, [this, id = self.id] {
+  auto keeper = etcd_->KeepAlive(lease, ttl_s, [this, id = self.id] {
     log_("cluster: lease of node " + std::to_string(id) +
          " expired (etcd unreachable for longer than the lease?); this node "
          "is no longer a member: restart it");
   });
   std::lock_guard<std::mutex> lock(mu_);
+  keeper_ = std::move(keeper);
+  ttl_s_ = ttl_s;
   nodes_[self.id] = self;
   return OkStatus();
 }
 
 void ClusterState::Leave() {
-  keeper_.reset();
+  std::unique_ptr<LeaseKeeper> keeper;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    keeper = std::move(keeper_);
+  }
+  keeper.reset();
   if (lease_ != 0) {
     etcd_->RevokeLease(lease_).ok();
     lease_ = 0;
@@ -117,11 +122,14 @@ std::map<int64_t, NodeInfo> ClusterState::Nodes() const {
   return nodes_;
 }
 
-std::optional<ShardMap> ClusterState::Map(const std::string& name) const {
+StatusOr<std::optional<ShardMap>> ClusterState::Map(
+    const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto bad = unreadable_maps_.find(name); bad != unreadable_maps_.end())
+    return bad->second;
   auto it = maps_.find(name);
-  if (it == maps_.end()) return std::nullopt;
-  return it->second;
+  if (it == maps_.end()) return std::optional<ShardMap>();
+  return std::optional<ShardMap>(it->second);
 }
 
 StatusOr<std::optional<ShardMap>> ClusterState::FetchMap(
@@ -136,6 +144,13 @@ StatusOr<std::optional<ShardMap>> ClusterState::FetchMap(
   auto& cached = maps_[name];
   if (cached.epoch <= map.epoch) cached = map;
   return std::optional<ShardMap>(map);
+}
+
+bool ClusterState::Fenced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!keeper_) return false;
+  return std::chrono::steady_clock::now() - keeper_->last_renewed() >
+         std::chrono::seconds(ttl_s_);
 }
 
 Status ClusterState::CreateMap(const ShardMap& map) {

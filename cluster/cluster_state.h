@@ -35,8 +35,13 @@ class ClusterState {
   void Leave();
 
   std::map<int64_t, NodeInfo> Nodes() const;
-  // The cached map; nullopt when the collection is not a cluster one.
-  std::optional<ShardMap> Map(const std::string& name) const;
+  // The cached map; nullopt when the collection is not a cluster one; the
+  // error when its map is unreadable here (FAILED_PRECONDITION for a newer
+  // format).
+  StatusOr<std::optional<ShardMap>> Map(const std::string& name) const;
+  // True once this node's lease went unrenewed for longer than its TTL (etcd
+  // unreachable): the rest of the cluster may have dropped it.
+  bool Fenced() const;
   // Reads the map from etcd (bypassing the cache) and caches it.
   StatusOr<std::optional<ShardMap>> FetchMap(const std::string& name);
 
@@ -60,6 +65,8 @@ class ClusterState {
   mutable std::mutex mu_;
   std::map<int64_t, NodeInfo> nodes_;
   std::map<std::string, ShardMap> maps_;
+  std::map<std::string, Status> unreadable_maps_;
+  int64_t ttl_s_ = 0;
   std::unique_ptr<Watcher> watcher_;
   int64_t lease_ = 0;
   std::unique_ptr<LeaseKeeper> keeper_;

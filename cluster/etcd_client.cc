@@ -68,6 +68,12 @@ class LeaseKeeperImpl final : public LeaseKeeper {
     thread_.join();
   }
 
+  std::chrono::steady_clock::time_point last_renewed() const override {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(
+            last_renewed_.load(std::memory_order_relaxed)));
+  }
+
  private:
   // One stream until it breaks; returns false when the lease is gone.
   bool RunStream() {
@@ -87,6 +93,9 @@ class LeaseKeeperImpl final : public LeaseKeeper {
         alive = false;
         break;
       }
+      last_renewed_.store(
+          std::chrono::steady_clock::now().time_since_epoch().count(),
+          std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, period_, [&] { return stop_; })) break;
     }
@@ -117,6 +126,8 @@ class LeaseKeeperImpl final : public LeaseKeeper {
   const int64_t lease_;
   std::function<void()> on_lost_;
   std::chrono::milliseconds period_;
+  std::atomic<std::chrono::steady_clock::duration::rep> last_renewed_{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -69,6 +69,8 @@ struct WatchEvent {
 class LeaseKeeper {
  public:
   virtual ~LeaseKeeper() = default;
+  // When etcd last confirmed the lease (the keeper's start before that).
+  virtual std::chrono::steady_clock::time_point last_renewed() const = 0;
 };
 
 // Delivers the events under a prefix from a revision on, in order, on its own
