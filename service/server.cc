@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/compactor.h"
 #include "service/request_router.h"
+#include "service/service_decorator.h"
 #include "service/sweeper.h"
 #include "service/zerovec_service.h"
 
@@ -43,9 +44,9 @@ class ServerImpl final : public Server {
 
   Status Listen() {
     zerovec::v1::ZeroVec::Service* front = &service_;
-    if (options_.decorate) {
-      ZV_ASSIGN_OR_RETURN(decorator_, options_.decorate(&service_));
-      front = decorator_->service();
+    if (options_.decorator) {
+      ZV_ASSIGN_OR_RETURN(front, options_.decorator->Wrap(&service_));
+      decorator_ = options_.decorator;
     }
     router_ = std::make_unique<RequestRouter>(front);
     grpc::EnableDefaultHealthCheckService(true);
@@ -127,7 +128,7 @@ class ServerImpl final : public Server {
   Sweeper sweeper_;
   SearchCoalescer coalescer_;
   ZeroVecService service_;
-  std::unique_ptr<ServiceDecorator> decorator_;
+  std::shared_ptr<ServiceDecorator> decorator_;  // set once Wrap succeeded
   std::unique_ptr<RequestRouter> router_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -14,7 +14,6 @@
 
 #include "base/status.h"
 #include "index/collection.h"
-#include "zerovec/v1/zerovec.grpc.pb.h"
 
 namespace zv::service {
 
@@ -53,19 +52,8 @@ struct GpuServing {
   std::chrono::microseconds batch_window{500};
 };
 
-// Stands in front of the local zerovec.v1.ZeroVec service (cluster mode,
-// cluster/: requests are routed across nodes); made by ServerOptions::decorate.
-class ServiceDecorator {
- public:
-  virtual ~ServiceDecorator() = default;
-  // What clients reach instead of the local service.
-  virtual zerovec::v1::ZeroVec::Service* service() = 0;
-  // The server listens on `port`; an error stops the start (Server::Start
-  // returns it).
-  virtual Status Started(int port) = 0;
-  // Before the server stops accepting calls.
-  virtual void Stop() = 0;
-};
+// service/service_decorator.h (cluster mode).
+class ServiceDecorator;
 
 struct ServerOptions {
   std::filesystem::path data_dir = "./zerovec-data";
@@ -92,11 +80,11 @@ struct ServerOptions {
   GpuServing gpu;
   // Receives the server's log lines (compactions); unset: stderr.
   std::function<void(const std::string&)> log;
-  // Set: wraps the local service (it outlives the decorator) before the
-  // server listens.
-  std::function<StatusOr<std::unique_ptr<ServiceDecorator>>(
-      zerovec::v1::ZeroVec::Service* local)>
-      decorate;
+  // Set: stands in front of the local service (cluster mode:
+  // service/service_decorator.h). Kept out of this header's includes so
+  // that code needing only the options (validation, fuzzers) needs no gRPC
+  // stubs.
+  std::shared_ptr<ServiceDecorator> decorator;
 };
 
 class Server {

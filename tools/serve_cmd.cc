@@ -13,6 +13,7 @@
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/server.h"
+#include "service/service_decorator.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -58,13 +59,20 @@ Status ParseGpuFlags(const Flags& flags, service::GpuServing* gpu) {
 // Joins the cluster once the server listens; leaves it before it stops.
 class ClusterDecorator final : public service::ServiceDecorator {
  public:
-  explicit ClusterDecorator(std::unique_ptr<cluster::ClusterNode> node)
-      : node_(std::move(node)) {}
-  zerovec::v1::ZeroVec::Service* service() override { return node_->service(); }
+  explicit ClusterDecorator(const cluster::ClusterOptions& options)
+      : options_(options) {}
+  StatusOr<zerovec::v1::ZeroVec::Service*> Wrap(
+      zerovec::v1::ZeroVec::Service* local) override {
+    ZV_ASSIGN_OR_RETURN(node_, cluster::ClusterNode::Create(options_, local));
+    return node_->service();
+  }
   Status Started(int port) override { return node_->Register(port); }
-  void Stop() override { node_->Leave(); }
+  void Stop() override {
+    if (node_) node_->Leave();
+  }
 
  private:
+  const cluster::ClusterOptions options_;
   std::unique_ptr<cluster::ClusterNode> node_;
 };
 
@@ -93,12 +101,7 @@ Status ParseClusterFlags(const Flags& flags, service::ServerOptions* options) {
   c.allow_partial_results = flags.Has("allow-partial-results");
   c.auth_token = options->auth_token;
   c.log = options->log;
-  options->decorate = [c](zerovec::v1::ZeroVec::Service* local)
-      -> StatusOr<std::unique_ptr<service::ServiceDecorator>> {
-    ZV_ASSIGN_OR_RETURN(auto node, cluster::ClusterNode::Create(c, local));
-    return std::unique_ptr<service::ServiceDecorator>(
-        std::make_unique<ClusterDecorator>(std::move(node)));
-  };
+  options->decorator = std::make_shared<ClusterDecorator>(c);
   return OkStatus();
 }
 
