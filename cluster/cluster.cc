@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <utility>
 
 #include "cluster/cluster_state.h"
@@ -50,7 +53,17 @@ class ClusterService final : public pb::ZeroVec::Service {
  public:
   ClusterService(const ClusterOptions& options, pb::ZeroVec::Service* local,
                  std::unique_ptr<ClusterState> state)
-      : options_(options), local_(local), state_(std::move(state)) {}
+      : options_(options), local_(local), state_(std::move(state)) {
+    repairer_ = std::thread([this] { RepairLoop(); });
+  }
+  ~ClusterService() override {
+    {
+      std::lock_guard<std::mutex> lock(repair_mu_);
+      stop_ = true;
+    }
+    repair_cv_.notify_all();
+    repairer_.join();
+  }
 
   ClusterState* state() { return state_.get(); }
 
@@ -519,9 +532,52 @@ class ClusterService final : public pb::ZeroVec::Service {
     return CallAllReplicas(map, shard, call);
   }
 
+  // Drops dead nodes from the shard maps soon after their lease expires,
+  // not only at the next write to their shards: the live node with the
+  // lowest id does it (any may; the compare-epoch transaction keeps two
+  // from clashing).
+  void RepairLoop() {
+    std::unique_lock<std::mutex> lock(repair_mu_);
+    while (!repair_cv_.wait_for(lock, std::chrono::seconds(1),
+                                [&] { return stop_; })) {
+      lock.unlock();
+      DropDeadNodes();
+      lock.lock();
+    }
+  }
+
+  void DropDeadNodes() {
+    // Live nodes from etcd itself, not the cache: a map fetched directly may
+    // be newer than the cached node list.
+    auto kvs = state_->etcd()->Range(kNodesPrefix, true, nullptr);
+    if (!kvs.ok() || kvs->empty()) return;
+    std::set<int64_t> live;
+    for (const auto& kv : *kvs) {
+      if (auto node = NodeFromJson(kv.value); node.ok()) live.insert(node->id);
+    }
+    if (live.empty() || *live.begin() != options_.node_id) return;
+    for (ShardMap map : state_->Maps()) {
+      for (int s = 0; s < map.shards(); ++s) {
+        std::vector<int64_t> dead;
+        for (int64_t id : map.replicas[s])
+          if (!live.count(id)) dead.push_back(id);
+        if (dead.empty() || dead.size() == map.replicas[s].size()) continue;
+        if (Status st = DropReplicas(&map, s, dead); !st.ok()) {
+          options_.log("cluster: dropping dead replicas of " + map.name + ": " +
+                       st.ToString());
+          break;
+        }
+      }
+    }
+  }
+
   const ClusterOptions options_;
   pb::ZeroVec::Service* local_;
   std::unique_ptr<ClusterState> state_;
+  std::mutex repair_mu_;
+  std::condition_variable repair_cv_;
+  bool stop_ = false;
+  std::thread repairer_;
   std::mutex stubs_mu_;
   std::map<std::string, std::unique_ptr<Stub>> stubs_;
   std::atomic<size_t> rr_{0};

@@ -146,6 +146,13 @@ StatusOr<std::optional<ShardMap>> ClusterState::FetchMap(
   return std::optional<ShardMap>(map);
 }
 
+std::vector<ShardMap> ClusterState::Maps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ShardMap> out;
+  for (const auto& [name, map] : maps_) out.push_back(map);
+  return out;
+}
+
 bool ClusterState::Fenced() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!keeper_) return false;

@@ -42,6 +42,8 @@ class ClusterState {
   // True once this node's lease went unrenewed for longer than its TTL (etcd
   // unreachable): the rest of the cluster may have dropped it.
   bool Fenced() const;
+  // Every cached (readable) map.
+  std::vector<ShardMap> Maps() const;
   // Reads the map from etcd (bypassing the cache) and caches it.
   StatusOr<std::optional<ShardMap>> FetchMap(const std::string& name);
 

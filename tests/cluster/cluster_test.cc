@@ -99,10 +99,12 @@ class ClusterTest : public ::testing::Test {
 
 grpc::Status Create(pb::ZeroVec::Stub* stub, const std::string& name,
                     int shards, int rf,
-                    pb::Metric metric = pb::METRIC_UNSPECIFIED) {
+                    pb::Metric metric = pb::METRIC_UNSPECIFIED,
+                    const std::string& index = "") {
   pb::CreateCollectionRequest req;
   req.set_name(name);
   req.set_dim(kDim);
+  req.set_index(index);
   req.set_metric(metric);
   req.set_shards(shards);
   req.set_replication_factor(rf);
@@ -225,6 +227,45 @@ TEST_F(ClusterTest, ShardedFlatEqualsOneNode) {
   EXPECT_EQ(deleted.deleted(), deleted_single.deleted());
   EXPECT_EQ(Describe(Node(1), "docs").live_rows(), 1150u);
   ExpectSearchesMatch("docs", 12, [](pb::SearchRequest*) {});
+}
+
+// Recall@10 against the exact answer (the single server's Flat "docs", same
+// rows): the sharded HNSW collection within 0.01 of one node's HNSW.
+TEST_F(ClusterTest, ShardedHnswRecallMatchesOneNode) {
+  ASSERT_TRUE(
+      Create(Node(2), "hnsw", 3, 1, pb::METRIC_UNSPECIFIED, "HNSW32").ok());
+  ASSERT_TRUE(Create(env->single->stub(), "hnsw", 0, 0, pb::METRIC_UNSPECIFIED,
+                     "HNSW32")
+                  .ok());
+  Load("hnsw", 1200);
+  pb::DeleteRequest del;
+  del.set_collection("hnsw");
+  for (int i = 0; i < 1200; i += 24) del.add_ids("id" + std::to_string(i));
+  pb::DeleteResponse deleted;
+  ASSERT_TRUE(Node(0)->Delete(Ctx().get(), del, &deleted).ok());
+  ASSERT_TRUE(env->single->stub()->Delete(Ctx().get(), del, &deleted).ok());
+  int cluster_found = 0, single_found = 0, total = 0;
+  for (int q = 0; q < 30; ++q) {
+    pb::SearchResponse truth, sharded, one;
+    ASSERT_TRUE(env->single->stub()
+                    ->Search(Ctx().get(), Query("docs", q, 10), &truth)
+                    .ok());
+    ASSERT_TRUE(
+        Node(q)->Search(Ctx().get(), Query("hnsw", q, 10), &sharded).ok());
+    ASSERT_TRUE(env->single->stub()
+                    ->Search(Ctx().get(), Query("hnsw", q, 10), &one)
+                    .ok());
+    std::set<std::string> want;
+    for (const auto& h : truth.hits()) want.insert(h.id());
+    for (const auto& h : sharded.hits()) cluster_found += want.count(h.id());
+    for (const auto& h : one.hits()) single_found += want.count(h.id());
+    total += truth.hits_size();
+  }
+  const double cluster_recall = double(cluster_found) / total;
+  const double single_recall = double(single_found) / total;
+  std::printf("HNSW recall@10: cluster %.4f, one node %.4f\n", cluster_recall,
+              single_recall);
+  EXPECT_GE(cluster_recall, single_recall - 0.01);
 }
 
 TEST_F(ClusterTest, ShardedL2EqualsOneNode) {
@@ -401,13 +442,16 @@ TEST_F(ClusterTest, KilledNodeLosesNoAcknowledgedWrite) {
       << "writes resume once the dead node's lease expires";
   EXPECT_GT(searches.load(), 0);
 
-  // Node 3 is out of every shard of "kv" it held.
-  auto map = cluster::ShardMapFromJson(
-      (*env->client->Get(cluster::CollectionKey("kv")))->value);
-  ASSERT_TRUE(map.ok());
-  for (const auto& replicas : map->replicas) {
-    EXPECT_EQ(std::count(replicas.begin(), replicas.end(), 3), 0);
-    EXPECT_FALSE(replicas.empty());
+  // Node 3 is out of every shard it held: of "kv" (written to) and of
+  // "docs" (not written to since: dropped by the lowest live node).
+  for (const char* coll : {"kv", "docs"}) {
+    auto map = cluster::ShardMapFromJson(
+        (*env->client->Get(cluster::CollectionKey(coll)))->value);
+    ASSERT_TRUE(map.ok());
+    for (const auto& replicas : map->replicas) {
+      EXPECT_EQ(std::count(replicas.begin(), replicas.end(), 3), 0) << coll;
+      EXPECT_FALSE(replicas.empty()) << coll;
+    }
   }
   // It rejoins (same id, its lease gone) without serving its stale shards:
   // every acknowledged write is readable through every node.
