@@ -360,8 +360,11 @@ class ClusterService final : public pb::ZeroVec::Service {
       last = CallNode(&map, live[(start + i) % live.size()], call);
       if (last.ok()) return last;
       const auto code = last.code();
+      // FAILED_PRECONDITION too: a replica that left the shard since our
+      // map was read ("not a replica"); the next one may still hold it.
       if (code != StatusCode::kUnavailable &&
-          code != StatusCode::kDeadlineExceeded)
+          code != StatusCode::kDeadlineExceeded &&
+          code != StatusCode::kFailedPrecondition)
         return last;  // the request's own error: another replica says the same
     }
     return last;
@@ -487,6 +490,8 @@ class ClusterService final : public pb::ZeroVec::Service {
                    grpc::Status (Stub::*method)(grpc::ClientContext*,
                                                 const Req&, Resp*),
                    const std::function<void(const Resp&)>& add) {
+    if (req.ids_size() == 0)
+      return InvalidArgumentError("ids: at least one id is required");
     std::map<int, Req> parts;
     for (const std::string& id : req.ids()) {
       const int shard = ShardOf(id, map.shards());
@@ -698,6 +703,8 @@ Status ClusterService::DescribeSharded(const ShardMap& map,
 Status ClusterService::UpsertSharded(const ShardMap& map,
                                      const pb::UpsertRequest& req,
                                      pb::UpsertResponse* resp) {
+  if (req.items_size() == 0)
+    return InvalidArgumentError("items: at least one item is required");
   std::map<int, pb::UpsertRequest> parts;
   for (const pb::Item& item : req.items()) {
     const int shard = ShardOf(item.id(), map.shards());
@@ -779,6 +786,8 @@ Status ClusterService::SearchSharded(const ShardMap& map,
 Status ClusterService::GetSharded(const ShardMap& map,
                                   const pb::GetRequest& req,
                                   pb::GetResponse* resp) {
+  if (req.ids_size() == 0)
+    return InvalidArgumentError("ids: at least one id is required");
   std::map<int, pb::GetRequest> parts;
   for (const std::string& id : req.ids()) {
     const int shard = ShardOf(id, map.shards());
