@@ -148,7 +148,7 @@ class ClusterService final : public pb::ZeroVec::Service {
     batch.set_mode(req->mode());
     *batch.mutable_fusion() = req->fusion();
     pb::SearchBatchResponse out;
-    Status s = SearchSharded(*map, batch, &out);
+    Status s = SearchSharded(ctx, *map, batch, &out);
     if (s.ok() && out.results_size() == 1) resp->Swap(out.mutable_results(0));
     return ToGrpc(s);
   }
@@ -161,7 +161,7 @@ class ClusterService final : public pb::ZeroVec::Service {
     if (!map)
       return Local(ctx, req->collection(),
                    [&] { return local_->SearchBatch(ctx, req, resp); });
-    return ToGrpc(SearchSharded(*map, *req, resp));
+    return ToGrpc(SearchSharded(ctx, *map, *req, resp));
   }
 
   grpc::Status Get(grpc::ServerContext* ctx, const pb::GetRequest* req,
@@ -457,9 +457,23 @@ class ClusterService final : public pb::ZeroVec::Service {
                             NodeList(map.replicas[shard]) + " are down)");
   }
 
+  // True when this node may answer `shard` from its local collection: it is
+  // a live replica of it in `map`, and `map` is the current map in etcd as
+  // far as this node knows (the same check another node's call would get).
+  bool ServesLocally(const ShardMap& map, int shard) {
+    if (state_->Fenced()) return false;
+    const auto& r = map.replicas[shard];
+    if (std::find(r.begin(), r.end(), options_.node_id) == r.end())
+      return false;
+    auto current = state_->Map(map.name);
+    return current.ok() && current->has_value() &&
+           (*current)->epoch == map.epoch;
+  }
+
   // Runs `body(shard)` for the given shards in parallel; the first error.
   static Status ForShards(const std::vector<int>& shards,
                           const std::function<Status(int)>& body) {
+    if (shards.size() == 1) return body(shards[0]);  // no thread for one
     std::vector<std::future<Status>> results;
     for (int s : shards)
       results.push_back(std::async(std::launch::async, body, s));
@@ -478,7 +492,8 @@ class ClusterService final : public pb::ZeroVec::Service {
   Status DescribeSharded(const ShardMap& map, pb::CollectionInfo* out);
   Status UpsertSharded(const ShardMap& map, const pb::UpsertRequest& req,
                        pb::UpsertResponse* resp);
-  Status SearchSharded(const ShardMap& map, const pb::SearchBatchRequest& req,
+  Status SearchSharded(grpc::ServerContext* ctx, const ShardMap& map,
+                       const pb::SearchBatchRequest& req,
                        pb::SearchBatchResponse* resp);
   Status GetSharded(const ShardMap& map, const pb::GetRequest& req,
                     pb::GetResponse* resp);
@@ -726,7 +741,8 @@ Status ClusterService::UpsertSharded(const ShardMap& map,
   });
 }
 
-Status ClusterService::SearchSharded(const ShardMap& map,
+Status ClusterService::SearchSharded(grpc::ServerContext* ctx,
+                                     const ShardMap& map,
                                      const pb::SearchBatchRequest& req,
                                      pb::SearchBatchResponse* resp) {
   if (req.mode() == pb::SEARCH_MODE_LEXICAL ||
@@ -744,6 +760,13 @@ Status ClusterService::SearchSharded(const ShardMap& map,
   ForShards(shards, [&](int shard) {
     pb::SearchBatchRequest part = req;
     part.set_collection(LocalShardName(map.name, shard));
+    if (ServesLocally(map, shard)) {
+      // This node holds the shard: its local service, without a gRPC hop
+      // (the client's context carries the auth it passed).
+      const grpc::Status s = local_->SearchBatch(ctx, &part, &answers[shard]);
+      if (s.ok()) return OkStatus();
+      answers[shard].Clear();  // then the other replicas, as below
+    }
     errors[shard] =
         CallOneReplica(map, shard, [&](Stub* stub, grpc::ClientContext* c) {
           return stub->SearchBatch(c, part, &answers[shard]);
