@@ -567,6 +567,9 @@ class ClusterService final : public pb::ZeroVec::Service {
   }
 
   void DropDeadNodes() {
+    // Only a member does it (not a node refused at start, nor one that left
+    // or lost touch with etcd).
+    if (!state_->Registered() || state_->Fenced()) return;
     // Live nodes from etcd itself, not the cache: a map fetched directly may
     // be newer than the cached node list.
     auto kvs = state_->etcd()->Range(kNodesPrefix, true, nullptr);

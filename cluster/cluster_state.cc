@@ -153,6 +153,11 @@ std::vector<ShardMap> ClusterState::Maps() const {
   return out;
 }
 
+bool ClusterState::Registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return keeper_ != nullptr;
+}
+
 bool ClusterState::Fenced() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!keeper_) return false;

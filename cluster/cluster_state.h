@@ -39,6 +39,8 @@ class ClusterState {
   // error when its map is unreadable here (FAILED_PRECONDITION for a newer
   // format).
   StatusOr<std::optional<ShardMap>> Map(const std::string& name) const;
+  // True between a successful Register and Leave.
+  bool Registered() const;
   // True once this node's lease went unrenewed for longer than its TTL (etcd
   // unreachable): the rest of the cluster may have dropped it.
   bool Fenced() const;
