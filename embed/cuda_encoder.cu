@@ -1,97 +1,30 @@
 // CUDA BERT encoder: cuBLAS fp16 GEMMs with fp32 accumulation and fused kernels
 // over packed, unpadded sequences. Pooled rows are stored by the last kernel
 // straight into the caller's rows (a registered segment mapping) or into a
-// mapped pinned buffer.
+// mapped pinned buffer. Small batches replay CUDA graphs (one per padded
+// shape); an optional CUDA-event timer reports per-phase GPU time.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "embed/cuda_encoder.h"
 #include "embed/cuda_kernels.cuh"
+#include "embed/cuda_util.cuh"
 
 namespace zv::embed {
 namespace {
 
+using cuda::DeviceBuffer;
 using kernels::AttentionImpl;
-using kernels::BiasGeluKernel;
-using kernels::BiasResidualLayerNormKernel;
-using kernels::EmbedLayerNormKernel;
 using kernels::kMaxHidden;
-using kernels::kPoolThreads;
-using kernels::LaunchAttention;
-using kernels::PoolNormalizeKernel;
-
-#define ZV_CUDA_CHECK(expr)                                         \
-  do {                                                              \
-    const cudaError_t zv_err_ = (expr);                             \
-    if (zv_err_ != cudaSuccess) {                                   \
-      return ::zv::InternalError(std::string("cuda: " #expr ": ") + \
-                                 cudaGetErrorString(zv_err_));      \
-    }                                                               \
-  } while (0)
-
-#define ZV_CUBLAS_CHECK(expr)                                         \
-  do {                                                                \
-    const cublasStatus_t zv_st_ = (expr);                             \
-    if (zv_st_ != CUBLAS_STATUS_SUCCESS) {                            \
-      return ::zv::InternalError(std::string("cublas: " #expr ": ") + \
-                                 cublasGetStatusString(zv_st_));      \
-    }                                                                 \
-  } while (0)
-
-// ---------------------------------------------------------------- RAII
-// wrappers
-
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() {
-    cudaFree(ptr_);
-  }  // error ignored: nothing to do in a destructor
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)) {}
-
-  Status Allocate(size_t n) {
-    ZV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
-    return OkStatus();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-};
-
-// Page-locked host memory, mapped into the device address space.
-template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { cudaFreeHost(ptr_); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  Status Allocate(size_t n) {
-    ZV_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T),
-                                cudaHostAllocMapped));
-    ZV_CUDA_CHECK(
-        cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_), ptr_, 0));
-    return OkStatus();
-  }
-  T* get() const { return ptr_; }
-  T* device() const { return dev_; }
-
- private:
-  T* ptr_ = nullptr;
-  T* dev_ = nullptr;
-};
 
 template <typename T>
 Status Upload(const std::vector<float>& host, DeviceBuffer<T>& dev) {
@@ -113,7 +46,33 @@ struct DeviceLayer {
   DeviceBuffer<half> qkv_w, out_w, ffn_in_w, ffn_out_w;
   DeviceBuffer<float> qkv_b, out_b, ln1_g, ln1_b, ffn_in_b, ffn_out_b, ln2_g,
       ln2_b;
+  // The fused path's biases (see FusedBiases): [bq | 0 | 0], out_b + W_o bv,
+  // and the FFN-up bias as fp16 for the cuBLASLt epilogue.
+  DeviceBuffer<float> q_only_b, out_b_folded;
+  DeviceBuffer<half> ffn_in_b_half;
 };
+
+// The fused path drops the K bias and folds the V bias into the output
+// projection's bias. Per query row i (q_i with its bias), keys j:
+//   K: s_ij = q_i . (k_j + bk) = q_i . k_j + q_i . bk, and q_i . bk is the
+//      same for every j, so softmax_j(s_ij) is unchanged without bk.
+//   V: sum_j p_ij (v_j + bv) = sum_j p_ij v_j + bv, since sum_j p_ij = 1;
+//      then W_o (ctx_i + bv) + b_o = W_o ctx_i + (b_o + W_o bv).
+// q_only = [bq | 0 | 0] (3h); folded = b_o + W_o bv (h), W_o row-major [h][h]
+// as the GEMM reads it (y = x W_o^T), summed in double.
+void FusedBiases(const LayerWeights& w, int h, std::vector<float>* q_only,
+                 std::vector<float>* folded) {
+  q_only->assign(3 * size_t(h), 0.f);
+  std::copy(w.qkv_b.begin(), w.qkv_b.begin() + h, q_only->begin());
+  folded->resize(h);
+  for (int n = 0; n < h; ++n) {
+    double acc = w.attn_out_b[n];
+    for (int k = 0; k < h; ++k) {
+      acc += double(w.attn_out_w[size_t(n) * h + k]) * w.qkv_b[2 * h + k];
+    }
+    (*folded)[n] = static_cast<float>(acc);
+  }
+}
 
 }  // namespace
 
@@ -123,6 +82,7 @@ struct HostRange {
   char* host = nullptr;
   size_t bytes = 0;
   char* device = nullptr;  // null: registration failed, rows here are staged
+  bool device_memory = false;  // host == device: cudaMalloc'd, not pinned
 };
 
 struct CudaModel::Impl {
@@ -165,225 +125,18 @@ struct CudaModel::Impl {
   }
 };
 
-namespace {
+}  // namespace zv::embed
 
-// One worker's encoder: its own stream, cuBLAS handle and scratch.
-class CudaLaneEncoder : public Encoder {
- public:
-  CudaLaneEncoder(std::shared_ptr<CudaModel> owner,
-                  const CudaModel::Impl* model)
-      : owner_(std::move(owner)), m_(*model) {}
-  ~CudaLaneEncoder() override {
-    if (stream_) cudaStreamSynchronize(stream_);
-    if (blas_) cublasDestroy(blas_);
-    if (stream_) cudaStreamDestroy(stream_);
-  }
+// The per-worker encoder (needs Impl and DeviceLayer above).
+#include "embed/cuda_lane_encoder.cuh"  // NOLINT(build/include)
 
-  Status Init() {
-    const BertConfig& c = m_.config;
-    const size_t t = m_.max_tokens, h = c.hidden_size;
-    ZV_CUDA_CHECK(cudaSetDevice(m_.ordinal));
-    ZV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    ZV_CUBLAS_CHECK(cublasCreate(&blas_));
-    ZV_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
-    ZV_RETURN_IF_ERROR(x_.Allocate(t * h));
-    ZV_RETURN_IF_ERROR(qkv_.Allocate(t * 3 * h));
-    ZV_RETURN_IF_ERROR(ctx_.Allocate(t * h));
-    ZV_RETURN_IF_ERROR(tmp_.Allocate(t * h));
-    ZV_RETURN_IF_ERROR(ffn_.Allocate(t * c.intermediate_size));
-    // ids[t] pos[t] offsets[t+1] (int32), then row pointers[t] (8-byte
-    // aligned).
-    in_words_ = 3 * t + 2;
-    ZV_RETURN_IF_ERROR(in_host_.Allocate(in_words_ * 4 + t * 8));
-    ZV_RETURN_IF_ERROR(in_dev_.Allocate(in_words_ * 4 + t * 8));
-    staging_rows_ =
-        t / 2 + 1;  // Embedder sequences hold >= 2 tokens ([CLS] [SEP])
-    ZV_RETURN_IF_ERROR(staging_.Allocate(staging_rows_ * h));
-    return OkStatus();
-  }
-
-  std::string description() const override { return owner_->description(); }
-
-  Status Encode(const TokenBatch& batch,
-                std::span<float* const> rows) override {
-    const BertConfig& c = m_.config;
-    const int t = static_cast<int>(batch.ids.size()),
-              b = static_cast<int>(batch.size());
-    const int h = c.hidden_size;
-    if (rows.size() != batch.size()) {
-      return InvalidArgumentError("cuda encoder: rows and batch sizes differ");
-    }
-    if (b == 0) return OkStatus();
-    ZV_CUDA_CHECK(cudaSetDevice(m_.ordinal));
-    if (t > m_.max_tokens) {
-      return InvalidArgumentError("cuda encoder: batch of " +
-                                  std::to_string(t) +
-                                  " tokens exceeds max_batch_tokens");
-    }
-    StagedInputs in;
-    ZV_RETURN_IF_ERROR(StageInputs(batch, rows, &in));
-
-    const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
-        in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
-        m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get());
-    ZV_CUDA_CHECK(cudaGetLastError());
-    const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
-    for (const DeviceLayer& l : m_.layers) {
-      ZV_RETURN_IF_ERROR(EncodeLayer(l, t, b, in.offsets, in.max_len, scale));
-    }
-    PoolNormalizeKernel<<<b, kPoolThreads, 0, stream_>>>(
-        x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
-    ZV_CUDA_CHECK(cudaGetLastError());
-    ZV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (in.staged) {
-      for (int s = 0; s < b; ++s) {
-        std::memcpy(rows[s], staging_.get() + size_t(s) * h, h * sizeof(float));
-      }
-    }
-    return OkStatus();
-  }
-
- private:
-  static constexpr int kWarpsPerBlock = 4;  // row kernels: a warp a row
-
-  // The batch's inputs on the device (in in_dev_), copied there by
-  // StageInputs.
-  struct StagedInputs {
-    const int* ids = nullptr;      // [t] token ids
-    const int* pos = nullptr;      // [t] position of each token in its sequence
-    const int* offsets = nullptr;  // [b + 1] first token of each sequence
-    float* const* out_rows = nullptr;  // [b] where each pooled row goes
-    int max_len = 0;                   // longest sequence
-    bool staged = false;  // rows go to staging_, copied out after the sync
-  };
-
-  // Checks the batch and stages it in pinned memory (one host-to-device copy):
-  // ids, positions, offsets, then the output row pointers (8-byte aligned):
-  // the caller's rows where the device can write them, else staging_.
-  Status StageInputs(const TokenBatch& batch, std::span<float* const> rows,
-                     StagedInputs* in) {
-    const BertConfig& c = m_.config;
-    const int t = static_cast<int>(batch.ids.size()),
-              b = static_cast<int>(batch.size());
-    int* ids = reinterpret_cast<int*>(in_host_.get());
-    int* pos = ids + t;
-    int* offsets = pos + t;
-    for (int s = 0; s < b; ++s) {
-      const int len = batch.length(s);
-      if (len < 1 || len > c.max_position_embeddings) {
-        return InvalidArgumentError("cuda encoder: sequence length " +
-                                    std::to_string(len) + " out of range");
-      }
-      in->max_len = std::max(in->max_len, len);
-      for (int i = 0; i < len; ++i) pos[batch.offsets[s] + i] = i;
-    }
-    for (int i = 0; i < t; ++i) {
-      if (batch.ids[i] < 0 || batch.ids[i] >= c.vocab_size) {
-        return InvalidArgumentError("cuda encoder: token id " +
-                                    std::to_string(batch.ids[i]) +
-                                    " outside the vocabulary");
-      }
-      ids[i] = batch.ids[i];
-    }
-    std::memcpy(offsets, batch.offsets.data(), (b + 1) * sizeof(int));
-    const size_t ptr_at = (size_t(2 * t + b + 1) * 4 + 7) / 8 * 8;
-    float** ptrs = reinterpret_cast<float**>(in_host_.get() + ptr_at);
-    const int h = c.hidden_size;
-    std::vector<float*> direct = m_.DeviceRows(rows, h);
-    in->staged = direct.empty();
-    if (in->staged && static_cast<size_t>(b) > staging_rows_) {
-      return InvalidArgumentError(
-          "cuda encoder: too many sequences in one batch");
-    }
-    for (int s = 0; s < b; ++s) {
-      ptrs[s] = in->staged ? staging_.device() + size_t(s) * h : direct[s];
-    }
-    ZV_CUDA_CHECK(cudaMemcpyAsync(in_dev_.get(), in_host_.get(), ptr_at + b * 8,
-                                  cudaMemcpyHostToDevice, stream_));
-    in->ids = reinterpret_cast<const int*>(in_dev_.get());
-    in->pos = in->ids + t;
-    in->offsets = in->pos + t;
-    in->out_rows = reinterpret_cast<float* const*>(in_dev_.get() + ptr_at);
-    return OkStatus();
-  }
-
-  // One transformer layer over x_ in place: attention block, then FFN block,
-  // each closed by bias + residual + LayerNorm.
-  Status EncodeLayer(const DeviceLayer& l, int t, int b, const int* d_off,
-                     int max_len, float scale) {
-    const BertConfig& c = m_.config;
-    const int h = c.hidden_size, f = c.intermediate_size;
-    const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
-    ZV_RETURN_IF_ERROR(Attention(l.qkv_b.get(), d_off, b, max_len, scale));
-    ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
-    BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                  stream_>>>(x_.get(), tmp_.get(), t, h,
-                                             l.out_b.get(), l.ln1_g.get(),
-                                             l.ln1_b.get(), c.layer_norm_eps);
-    ZV_CUDA_CHECK(cudaGetLastError());
-    ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.ffn_in_w.get(), ffn_.get(), t, f, h));
-    const size_t pairs = size_t(t) * f / 2;
-    const int gelu_blocks =
-        static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
-    BiasGeluKernel<<<gelu_blocks, 256, 0, stream_>>>(
-        reinterpret_cast<half2*>(ffn_.get()), pairs, f / 2,
-        reinterpret_cast<const float2*>(l.ffn_in_b.get()));
-    ZV_CUDA_CHECK(cudaGetLastError());
-    ZV_RETURN_IF_ERROR(
-        Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
-    BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                  stream_>>>(x_.get(), tmp_.get(), t, h,
-                                             l.ffn_out_b.get(), l.ln2_g.get(),
-                                             l.ln2_b.get(), c.layer_norm_eps);
-    ZV_CUDA_CHECK(cudaGetLastError());
-    return OkStatus();
-  }
-
-  // y[T, N] = x[T, K] * w[N, K]^T in row-major terms (column-major: y^T = w *
-  // x^T).
-  Status Gemm(const half* x, const half* w, half* y, int t, int n, int k) {
-    const float one = 1.f, zero = 0.f;
-    ZV_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n, t, k, &one,
-                                 w, CUDA_R_16F, k, x, CUDA_R_16F, k, &zero, y,
-                                 CUDA_R_16F, n, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
-    return OkStatus();
-  }
-
-  Status Attention(const float* qkv_b, const int* d_off, int b, int max_len,
-                   float scale) {
-    const BertConfig& c = m_.config;
-    const cudaError_t err = LaunchAttention(
-        m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b, max_len,
-        c.num_heads, c.hidden_size, scale, ctx_.get(), stream_);
-    if (err == cudaErrorInvalidValue) {
-      return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
-    }
-    ZV_CUDA_CHECK(err);
-    return OkStatus();
-  }
-
-  std::shared_ptr<CudaModel> owner_;  // keeps the weights alive
-  const CudaModel::Impl& m_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  DeviceBuffer<half> x_, qkv_, ctx_, tmp_, ffn_;
-  size_t in_words_ = 0;
-  PinnedBuffer<char> in_host_;
-  DeviceBuffer<char> in_dev_;
-  PinnedBuffer<float> staging_;
-  size_t staging_rows_ = 0;
-};
-
-}  // namespace
+namespace zv::embed {
 
 CudaModel::CudaModel() : impl_(std::make_unique<Impl>()) {}
 
 CudaModel::~CudaModel() {
   for (const HostRange& r : impl_->ranges) {
-    if (r.device) cudaHostUnregister(r.host);
+    if (r.device && !r.device_memory) cudaHostUnregister(r.host);
   }
 }
 
@@ -447,14 +200,50 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
     ZV_RETURN_IF_ERROR(Upload(w.ffn_out_b, d.ffn_out_b));
     ZV_RETURN_IF_ERROR(Upload(w.ln2_g, d.ln2_g));
     ZV_RETURN_IF_ERROR(Upload(w.ln2_b, d.ln2_b));
+    std::vector<float> q_only, folded;
+    FusedBiases(w, c.hidden_size, &q_only, &folded);
+    ZV_RETURN_IF_ERROR(Upload(q_only, d.q_only_b));
+    ZV_RETURN_IF_ERROR(Upload(folded, d.out_b_folded));
+    ZV_RETURN_IF_ERROR(Upload(w.ffn_in_b, d.ffn_in_b_half));
   }
   return model;
 }
 
-StatusOr<std::unique_ptr<Encoder>> CudaModel::NewEncoder() {
-  auto enc = std::make_unique<CudaLaneEncoder>(shared_from_this(), impl_.get());
+StatusOr<std::unique_ptr<CudaEncoder>> CudaModel::NewCudaEncoder(
+    const CudaEncoderOptions& options) {
+  auto enc = std::make_unique<CudaLaneEncoder>(shared_from_this(), impl_.get(),
+                                               options);
   ZV_RETURN_IF_ERROR(enc->Init());
+  return std::unique_ptr<CudaEncoder>(std::move(enc));
+}
+
+StatusOr<std::unique_ptr<Encoder>> CudaModel::NewEncoder() {
+  ZV_ASSIGN_OR_RETURN(auto enc, NewCudaEncoder(CudaEncoderOptions::FromEnv()));
   return std::unique_ptr<Encoder>(std::move(enc));
+}
+
+CudaEncoderOptions CudaEncoderOptions::FromEnv() {
+  CudaEncoderOptions o;
+  auto read = [](const char* name, int* value) {
+    const char* e = std::getenv(name);
+    if (e != nullptr && *e != '\0') *value = std::atoi(e);
+  };
+  int fused = o.fused ? 1 : 0, graphs = o.graphs ? 1 : 0;
+  read("ZV_CUDA_FUSED", &fused);
+  read("ZV_CUDA_GRAPHS", &graphs);
+  read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
+  read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
+  o.fused = fused != 0;
+  o.graphs = graphs != 0;
+  return o;
+}
+
+std::string CudaEncoderOptions::ToString() const {
+  std::string s = fused ? "fused" : "unfused";
+  if (small_batch <= 0) return s + ", no small-batch padding or graphs";
+  const std::string n = std::to_string(small_batch);
+  if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";
+  return s + ", graphs<=" + n + " (" + std::to_string(max_graphs) + " kept)";
 }
 
 Status CudaModel::RegisterOutputMemory(void* data, size_t bytes) {
@@ -483,16 +272,35 @@ Status CudaModel::RegisterOutputMemory(void* data, size_t bytes) {
   return OkStatus();
 }
 
+Status CudaModel::RegisterDeviceOutputMemory(void* device_data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  char* p = static_cast<char*>(device_data);
+  for (const HostRange& r : impl_->ranges) {
+    if (r.host == p) return OkStatus();
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(impl_->ordinal));
+  cudaPointerAttributes attr;
+  ZV_CUDA_CHECK(cudaPointerGetAttributes(&attr, device_data));
+  if (attr.type != cudaMemoryTypeDevice || attr.device != impl_->ordinal) {
+    return InvalidArgumentError(
+        "cuda encoder: output memory is not device memory of cuda:" +
+        std::to_string(impl_->ordinal));
+  }
+  impl_->ranges.push_back(HostRange{p, bytes, p, /*device_memory=*/true});
+  return OkStatus();
+}
+
 void CudaModel::UnregisterOutputMemory(void* data) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& ranges = impl_->ranges;
   for (auto it = ranges.begin(); it != ranges.end(); ++it) {
     if (it->host == data) {
-      if (it->device) cudaHostUnregister(it->host);
+      if (it->device && !it->device_memory) cudaHostUnregister(it->host);
       ranges.erase(it);
-      if (std::none_of(
-              ranges.begin(), ranges.end(),
-              [](const HostRange& r) { return r.device != nullptr; }) &&
+      if (std::none_of(ranges.begin(), ranges.end(),
+                       [](const HostRange& r) {
+                         return r.device != nullptr && !r.device_memory;
+                       }) &&
           impl_->sink_mode == "host-registered") {
         impl_->sink_mode = "pinned-staging";
       }
@@ -500,6 +308,8 @@ void CudaModel::UnregisterOutputMemory(void* data) {
     }
   }
 }
+
+int CudaModel::ordinal() const { return impl_->ordinal; }
 
 std::string CudaModel::SinkMode() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -1,19 +1,69 @@
 // BERT forward pass on a CUDA GPU (fp16 storage, fp32 accumulation), built only
-// with
-// --config=cuda (ZEROVEC_WITH_CUDA). Plain C++ header: no CUDA types leak out.
-// embed/-internal.
+// with --config=cuda (ZEROVEC_WITH_CUDA). Plain C++ header: no CUDA types leak
+// out. embed/-internal.
 #ifndef ZEROVEC_EMBED_CUDA_ENCODER_H_
 #define ZEROVEC_EMBED_CUDA_ENCODER_H_
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "embed/checkpoint.h"
 #include "embed/encoder.h"
 
 namespace zv::embed {
+
+// How one CUDA encoder runs a batch. The defaults are the fast path; each
+// lever can be turned off (here or through the environment, see FromEnv) so a
+// failure of the fast path can be told apart from one of the old path.
+struct CudaEncoderOptions {
+  // cuBLASLt GEMMs with the FFN-up bias + GELU in the epilogue (cuBLASLt's
+  // GELU: tanh form), the K bias dropped and the V bias folded into the
+  // output-projection bias, vectorised LayerNorm. false: the cuBLAS GEMMs and
+  // separate bias/GELU/LayerNorm kernels of before.
+  bool fused = true;
+  // Batches of at most this many sequences are padded to a shape bucket
+  // (tokens and longest sequence rounded up; padding rows are never read
+  // back) so that their CUDA graphs can be reused. 0: no padding, no graphs.
+  int small_batch = 32;
+  // Replay small batches as CUDA graphs (captured on a shape's second use).
+  bool graphs = true;
+  // Graphs kept per encoder; the least recently used is dropped beyond this.
+  int max_graphs = 48;
+
+  // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
+  // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N.
+  static CudaEncoderOptions FromEnv();
+  // e.g. "fused, graphs<=32 (48 kept)".
+  std::string ToString() const;
+};
+
+// GPU time of an encoder's last Encode, from CUDA events (off by default).
+enum class CudaTimer {
+  kOff,
+  kTotal,   // two events around the forward pass (after the inputs' copy)
+  kPhases,  // an event after every phase; runs the non-graph path
+};
+
+struct CudaTimings {
+  double total_ms = 0;  // first event to last; 0 when the timer is off
+  // Per phase, summed over layers, in pass order: embeddings, qkv, attention,
+  // out_proj_ln, ffn_up_gelu, ffn_down_ln, pool. Empty unless kPhases.
+  std::vector<std::pair<std::string, double>> phases_ms;
+  bool graph = false;  // the pass was a CUDA graph replay
+};
+
+// The encoder CudaModel hands out, with its timer.
+class CudaEncoder : public Encoder {
+ public:
+  virtual void SetTimer(CudaTimer timer) = 0;
+  // Timings of the last Encode that succeeded.
+  virtual CudaTimings LastTimings() const = 0;
+  virtual const CudaEncoderOptions& options() const = 0;
+};
 
 // Device weights and the registry of host output memory, shared by the
 // per-worker encoders (each of which owns a CUDA stream, a cuBLAS handle and
@@ -33,8 +83,11 @@ class CudaModel : public std::enable_shared_from_this<CudaModel> {
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
-  // A new encoder on its own stream; encoders run concurrently.
+  // A new encoder on its own stream (options from CudaEncoderOptions::FromEnv);
+  // encoders run concurrently.
   StatusOr<std::unique_ptr<Encoder>> NewEncoder();
+  StatusOr<std::unique_ptr<CudaEncoder>> NewCudaEncoder(
+      const CudaEncoderOptions& options);
 
   // Pins [data, data+bytes) with cudaHostRegister so the pooling kernel stores
   // rows there directly. When the mapping cannot be registered (e.g. a
@@ -43,6 +96,11 @@ class CudaModel : public std::enable_shared_from_this<CudaModel> {
   // and SinkMode() says so.
   Status RegisterOutputMemory(void* data, size_t bytes);
   void UnregisterOutputMemory(void* data);
+  // Declares device memory of this model's device that output rows may point
+  // into (e.g. a GPU search mirror): rows there are stored as they are, never
+  // staged. UnregisterOutputMemory(device_data) ends it.
+  Status RegisterDeviceOutputMemory(void* device_data, size_t bytes);
+  int ordinal() const;
   // "host-registered", "pinned-staging" or "pinned-staging (cudaHostRegister:
   // ...)".
   std::string SinkMode() const;

@@ -10,9 +10,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <random>
 #include <thread>
 
+#include "embed/checkpoint.h"
 #include "embed/embedder.h"
 #include "embed/segment_sink.h"
 #include "embed/testing/test_checkpoint.h"
@@ -80,6 +84,15 @@ class CudaEncoderTest : public ::testing::Test {
 TEST_F(CudaEncoderTest, ZerovecMiniAgreesWithCpuAndReference) {
   CompareOnReference("models/zerovec-mini",
                      "tests/data/reference/zerovec-mini.jsonl");
+}
+
+TEST_F(CudaEncoderTest, ZerovecL6AgreesWithCpuAndReference) {
+  if (!std::filesystem::exists("models/zerovec-l6/model.safetensors") ||
+      !std::filesystem::exists("tests/data/reference/zerovec-l6.jsonl")) {
+    GTEST_SKIP() << "models/zerovec-l6 or its reference vectors are not here";
+  }
+  CompareOnReference("models/zerovec-l6",
+                     "tests/data/reference/zerovec-l6.jsonl");
 }
 
 TEST_F(CudaEncoderTest, MiniLmRandomAgreesWithCpuAndReference) {
@@ -347,6 +360,174 @@ TEST_F(CudaEncoderTest, QueryIsNotStuckBehindIngest) {
   float* qr = q_ref.data();
   ASSERT_TRUE(emb->EmbedInto({&qv, 1}, {&qr, 1}).ok());
   EXPECT_GE(testing::Cosine(q.data(), q_ref.data(), dim), 0.9999);
+}
+
+// ---- the encoder's own levers (CudaEncoderOptions) and timer, driven
+// directly.
+
+// Batches of random ids (with [CLS]-like 101 first) of the given lengths.
+TokenBatch RandomBatch(const std::vector<int>& lengths, int vocab,
+                       unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> id(1000, vocab - 1);
+  TokenBatch b;
+  for (int len : lengths) {
+    std::vector<int32_t> seq(len);
+    for (int i = 0; i < len; ++i) seq[i] = i == 0 ? 101 : id(rng);
+    b.Add(seq);
+  }
+  return b;
+}
+
+std::vector<float> EncodeRows(Encoder& enc, const TokenBatch& batch, int dim) {
+  std::vector<float> out(batch.size() * dim, NAN);
+  std::vector<float*> rows;
+  for (size_t i = 0; i < batch.size(); ++i) rows.push_back(&out[i * dim]);
+  const Status st = enc.Encode(batch, rows);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double d = std::fabs(double(a[i]) - b[i]);
+    worst = std::isfinite(d) ? std::max(worst, d) : INFINITY;
+  }
+  return worst;
+}
+
+double MinRowCosine(const std::vector<float>& a, const std::vector<float>& b,
+                    int dim) {
+  double worst = 1;
+  for (size_t r = 0; r * dim < a.size(); ++r) {
+    worst = std::min(worst, testing::Cosine(&a[r * dim], &b[r * dim], dim));
+  }
+  return worst;
+}
+
+class CudaEncoderLeversTest : public CudaEncoderTest {
+ protected:
+  void SetUp() override {
+    CudaEncoderTest::SetUp();
+    if (IsSkipped()) return;
+    auto dir = testing::MakeMiniLmRandom();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    auto ck = LoadCheckpoint(*dir);
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    dim_ = (*ck)->config.hidden_size;
+    vocab_ = (*ck)->config.vocab_size;
+    auto model = CudaModel::Create(*ck, 16384);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *model;
+  }
+  std::unique_ptr<CudaEncoder> New(const CudaEncoderOptions& o) {
+    auto enc = model_->NewCudaEncoder(o);
+    EXPECT_TRUE(enc.ok()) << enc.status();
+    return enc.ok() ? std::move(enc).value() : nullptr;
+  }
+  std::shared_ptr<CudaModel> model_;
+  int dim_ = 0, vocab_ = 0;
+};
+
+// Small batches replay captured graphs (from a shape's second use): the same
+// vectors, bit for bit, as the same padded shapes run launch by launch, also
+// when a replayed shape gets new ids and lengths (inputs are read from the
+// fixed staging buffers, not baked into the graph).
+TEST_F(CudaEncoderLeversTest, GraphReplayMatchesDirectPass) {
+  CudaEncoderOptions direct_opt;
+  direct_opt.graphs = false;
+  auto graph = New(CudaEncoderOptions{});
+  auto direct = New(direct_opt);
+  ASSERT_TRUE(graph && direct);
+  graph->SetTimer(CudaTimer::kTotal);  // reports whether a graph ran
+  const std::vector<std::vector<int>> shapes = {
+      {5}, {7}, {12, 30, 3}, {11, 29, 4}, {100, 2, 64, 17, 8, 90, 33, 5}};
+  std::vector<int> many;
+  for (int i = 0; i < 32; ++i) many.push_back(3 + (i * 37) % 120);
+  std::vector<std::vector<int>> all = shapes;
+  all.push_back(many);
+  int replays = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t s = 0; s < all.size(); ++s) {
+      const TokenBatch b = RandomBatch(all[s], vocab_, 7 * round + s);
+      const auto g = EncodeRows(*graph, b, dim_);
+      const auto d = EncodeRows(*direct, b, dim_);
+      replays += graph->LastTimings().graph;
+      EXPECT_EQ(MaxAbsDiff(g, d), 0.0)
+          << "round " << round << " shape " << s << ", min cosine "
+          << MinRowCosine(g, d, dim_);
+      EXPECT_GT(graph->LastTimings().total_ms, 0.0);
+    }
+  }
+  std::printf("graph encoder: %s; %d of %zu passes were graph replays\n",
+              graph->description().c_str(), replays, 3 * all.size());
+  // {5} and {7} share a padded shape, as do the two 3-sequence batches.
+  EXPECT_GE(replays, int(2 * all.size()) - 2) << graph->description();
+}
+
+// The fused path (cuBLASLt bias+GELU epilogue in its tanh form, K bias
+// dropped, V bias folded, vectorised LayerNorm) against the old kernels, and
+// padding of small batches against none.
+TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
+  CudaEncoderOptions old_opt;
+  old_opt.fused = false;
+  old_opt.small_batch = 0;
+  auto fused = New(CudaEncoderOptions{});
+  auto old = New(old_opt);
+  ASSERT_TRUE(fused && old);
+  std::printf("fused: %s\nold: %s\n", fused->description().c_str(),
+              old->description().c_str());
+  for (const std::vector<int>& lens : {std::vector<int>{1},
+                                       {9},
+                                       {64, 3, 17},
+                                       {512, 200, 2, 130},
+                                       std::vector<int>(40, 50)}) {
+    const TokenBatch b = RandomBatch(lens, vocab_, lens.size());
+    const double c = MinRowCosine(EncodeRows(*fused, b, dim_),
+                                  EncodeRows(*old, b, dim_), dim_);
+    std::printf("%zu sequences, longest %d: min cosine fused-old %.7f\n",
+                lens.size(), *std::max_element(lens.begin(), lens.end()), c);
+    EXPECT_GE(c, 0.9999);
+  }
+  // The GELU epilogue was used for every shape (no fallback noted).
+  EXPECT_EQ(fused->description().find("cublasLt GELU epilogue:"),
+            std::string::npos)
+      << fused->description();
+}
+
+// The phase timer: seven phases that add up to the total, results unchanged
+// by timing, and nothing reported with the timer off.
+TEST_F(CudaEncoderLeversTest, PhaseTimerSumsToTotal) {
+  auto enc = New(CudaEncoderOptions{});
+  ASSERT_TRUE(enc);
+  std::vector<int> lens;
+  for (int i = 0; i < 64; ++i) lens.push_back(20 + (i * 53) % 200);
+  const TokenBatch b = RandomBatch(lens, vocab_, 3);
+  const auto plain = EncodeRows(*enc, b, dim_);
+  EXPECT_EQ(enc->LastTimings().total_ms, 0.0);
+  EXPECT_TRUE(enc->LastTimings().phases_ms.empty());
+  enc->SetTimer(CudaTimer::kPhases);
+  const auto timed = EncodeRows(*enc, b, dim_);
+  EXPECT_EQ(MaxAbsDiff(plain, timed), 0.0);
+  const CudaTimings t = enc->LastTimings();
+  ASSERT_EQ(t.phases_ms.size(), 7u);
+  EXPECT_FALSE(t.graph);
+  double sum = 0;
+  std::string line;
+  for (const auto& [name, ms] : t.phases_ms) {
+    EXPECT_GT(ms, 0.0) << name;
+    sum += ms;
+    line += " " + name + " " + std::to_string(ms);
+  }
+  std::printf("phases (ms):%s; sum %.4f, total %.4f\n", line.c_str(), sum,
+              t.total_ms);
+  EXPECT_GT(t.total_ms, 0.0);
+  EXPECT_LT(t.total_ms, 10000.0);
+  EXPECT_LE(sum, t.total_ms * 1.001 + 1e-3);
+  EXPECT_GE(sum, t.total_ms * 0.9);
+  EXPECT_EQ(t.phases_ms.front().first, "embeddings");
+  EXPECT_EQ(t.phases_ms.back().first, "pool");
 }
 
 }  // namespace

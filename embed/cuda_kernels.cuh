@@ -98,6 +98,57 @@ __global__ void BiasResidualLayerNormKernel(half* x, const half* y, int tokens,
   WarpLayerNormStore(v, h, gamma, beta, eps, xr);
 }
 
+// BiasResidualLayerNormKernel with half2 loads and stores (h even): one warp
+// per token, x = LayerNorm(x + y + bias). The fused path's LayerNorm.
+__global__ void BiasResidualLayerNormVecKernel(half* x, const half* y,
+                                               int tokens, int h,
+                                               const float* bias,
+                                               const float* gamma,
+                                               const float* beta, float eps) {
+  constexpr int kPairs = kMaxHidden / 64;
+  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (t >= tokens) return;
+  const int lane = threadIdx.x & 31, hp = h / 2;
+  half2* xr = reinterpret_cast<half2*>(x + static_cast<size_t>(t) * h);
+  const half2* yr =
+      reinterpret_cast<const half2*>(y + static_cast<size_t>(t) * h);
+  const float2* b2 = reinterpret_cast<const float2*>(bias);
+  float2 v[kPairs];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPairs; ++k) {
+    const int i = lane + 32 * k;
+    v[k] = make_float2(0.f, 0.f);
+    if (i < hp) {
+      const float2 a = __half22float2(xr[i]), c = __half22float2(yr[i]);
+      const float2 bb = b2[i];
+      v[k] = make_float2(a.x + c.x + bb.x, a.y + c.y + bb.y);
+      sum += v[k].x + v[k].y;
+    }
+  }
+  const float mean = WarpSum(sum) / h;
+  float var = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPairs; ++k) {
+    if (lane + 32 * k < hp) {
+      const float dx = v[k].x - mean, dy = v[k].y - mean;
+      var += dx * dx + dy * dy;
+    }
+  }
+  const float inv = rsqrtf(WarpSum(var) / h + eps);
+  const float2* g2 = reinterpret_cast<const float2*>(gamma);
+  const float2* be2 = reinterpret_cast<const float2*>(beta);
+#pragma unroll
+  for (int k = 0; k < kPairs; ++k) {
+    const int i = lane + 32 * k;
+    if (i < hp) {
+      const float2 g = g2[i], be = be2[i];
+      xr[i] = __floats2half2_rn((v[k].x - mean) * inv * g.x + be.x,
+                                (v[k].y - mean) * inv * g.y + be.y);
+    }
+  }
+}
+
 // f = gelu(f + bias) with the exact erf form, two elements a thread.
 __global__ void BiasGeluKernel(half2* f, size_t pairs, int cols_half,
                                const float2* bias) {
@@ -270,7 +321,7 @@ __global__ void __launch_bounds__(kPoolThreads)
 }
 
 // ---------------------------------------------------------------- tensor-core
-// attention, and the one launcher the encoder and bench/gpu/mirror.cu call.
+// attention, and the one launcher the encoder calls.
 //
 // MmaAttentionKernel: FlashAttention-2 style. Block = (query tile of 16*W rows,
 // head, sequence), W warps of 16 query rows each. Q (bias added, pre-scaled by
@@ -349,7 +400,9 @@ __device__ __forceinline__ uint4 BiasScale8(const half* src,
 // batch), W * 32 threads.
 // Over 80 lines, kept whole: one fused kernel (splitting it into __device__
 // helpers is for a change that can be timed and checked on a GPU).
-template <int DH, int W>
+// KV_BIAS false: K and V are used without bias (the fused path drops the K
+// bias and folds the V bias into the output projection; see cuda_encoder.cu).
+template <int DH, int W, bool KV_BIAS>
 __global__ void __launch_bounds__(W * 32)
     MmaAttentionKernel(const half* __restrict__ qkv,
                        const float* __restrict__ qkv_bias,
@@ -385,8 +438,8 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     qb[i] = qkv_bias[col + cv * 8 + i];
-    kb[i] = qkv_bias[h + col + cv * 8 + i];
-    vb[i] = qkv_bias[2 * h + col + cv * 8 + i];
+    kb[i] = KV_BIAS ? qkv_bias[h + col + cv * 8 + i] : 0.f;
+    vb[i] = KV_BIAS ? qkv_bias[2 * h + col + cv * 8 + i] : 0.f;
   }
   const half* const base = qkv + size_t(start) * ld + col + cv * 8;
 
@@ -425,8 +478,13 @@ __global__ void __launch_bounds__(W * 32)
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
       if (r < kc) {  // rows past the sequence stay zero: finite in P V
         const half* row = base + size_t(k0 + r) * ld;
-        kv = attn::BiasScale8(row + h, kb, 1.f);
-        vv = attn::BiasScale8(row + 2 * h, vb, 1.f);
+        if constexpr (KV_BIAS) {
+          kv = attn::BiasScale8(row + h, kb, 1.f);
+          vv = attn::BiasScale8(row + 2 * h, vb, 1.f);
+        } else {
+          kv = *reinterpret_cast<const uint4*>(row + h);
+          vv = *reinterpret_cast<const uint4*>(row + 2 * h);
+        }
       }
       *reinterpret_cast<uint4*>(&sk[r * kLd + cv * 8]) = kv;
       *reinterpret_cast<uint4*>(&sv[r * kLd + cv * 8]) = vv;
@@ -548,55 +606,62 @@ template <int DH, int W>
 inline void LaunchMmaAttention(const half* qkv, const float* qkv_bias,
                                const int* offsets, int batch, int max_len,
                                int heads, int h, float scale, half* ctx,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool kv_bias) {
   const dim3 grid((max_len + 16 * W - 1) / (16 * W), heads, batch);
-  MmaAttentionKernel<DH, W><<<grid, 32 * W, 0, stream>>>(
-      qkv, qkv_bias, offsets, h, scale * 1.4426950408889634f, ctx);
+  const float q_scale = scale * 1.4426950408889634f;
+  if (kv_bias) {
+    MmaAttentionKernel<DH, W, true>
+        <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
+  } else {
+    MmaAttentionKernel<DH, W, false>
+        <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
+  }
 }
 
 template <int DH>
 inline void LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
                                  const int* offsets, int batch, int max_len,
                                  int heads, int h, float scale, half* ctx,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, bool kv_bias) {
   // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
   if (max_len <= 16) {
     LaunchMmaAttention<DH, 1>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream);
+                              scale, ctx, stream, kv_bias);
   } else if (max_len <= 32) {
     LaunchMmaAttention<DH, 2>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream);
+                              scale, ctx, stream, kv_bias);
   } else if (max_len <= 64) {
     LaunchMmaAttention<DH, 4>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream);
+                              scale, ctx, stream, kv_bias);
   } else {
     LaunchMmaAttention<DH, 8>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream);
+                              scale, ctx, stream, kv_bias);
   }
 }
 
 // ctx = softmax(Q K^T * scale) V per head over each sequence of the packed
 // batch. Returns cudaErrorInvalidValue for an unsupported head_dim, else the
-// launch's error.
+// launch's error. kv_bias false: the K and V parts of qkv_bias must be zeros
+// (the tensor-core kernel then skips them; the fp32 one adds the zeros).
 inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const half* qkv, const float* qkv_bias,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, bool kv_bias = true) {
   if (impl == AttentionImpl::kMma &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
     switch (head_dim) {
       case 32:
         LaunchMmaAttentionDh<32>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                 h, scale, ctx, stream);
+                                 h, scale, ctx, stream, kv_bias);
         break;
       case 64:
         LaunchMmaAttentionDh<64>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                 h, scale, ctx, stream);
+                                 h, scale, ctx, stream, kv_bias);
         break;
       default:
         LaunchMmaAttentionDh<128>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                  h, scale, ctx, stream);
+                                  h, scale, ctx, stream, kv_bias);
         break;
     }
     return cudaGetLastError();

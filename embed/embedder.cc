@@ -323,6 +323,20 @@ class EmbedderImpl : public Embedder {
 #endif
   }
 
+  int cuda_device() const override {
+#ifdef ZEROVEC_WITH_CUDA
+    if (cuda_) return cuda_->ordinal();
+#endif
+    return -1;
+  }
+
+  Status RegisterDeviceOutputMemory(void* device_data, size_t bytes) override {
+#ifdef ZEROVEC_WITH_CUDA
+    if (cuda_) return cuda_->RegisterDeviceOutputMemory(device_data, bytes);
+#endif
+    return Embedder::RegisterDeviceOutputMemory(device_data, bytes);
+  }
+
  private:
   std::future<Status> Dispatch(std::unique_ptr<Job> job) {
     if (job->report) *job->report = EmbedReport();

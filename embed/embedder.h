@@ -120,6 +120,18 @@ class Embedder {
     return OkStatus();
   }
   virtual void UnregisterOutputMemory(void* data) {}
+
+  // The CUDA device the encoder runs on; -1 on the CPU.
+  virtual int cuda_device() const { return -1; }
+  // Declares memory of that device (cudaMalloc'd, e.g. a GPU search mirror's
+  // rows or a query buffer) that output rows may point into, so vectors
+  // computed on the GPU stay there (issue 13). FAILED_PRECONDITION unless the
+  // encoder runs on CUDA. Ended by UnregisterOutputMemory(device_data); no
+  // embedding into it may be in flight then.
+  virtual Status RegisterDeviceOutputMemory(void* device_data, size_t bytes) {
+    return FailedPreconditionError(
+        "embed: device output memory needs the CUDA encoder");
+  }
 };
 
 }  // namespace zv::embed

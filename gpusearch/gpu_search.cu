@@ -98,7 +98,7 @@ Status GpuMirror::Impl::Grow(uint64_t want) {
   if (e != cudaSuccess) return fail(CudaError("cudaMalloc", e));
   // Searches hold `buffers` shared while they run: wait for them, then swap.
   std::unique_lock lock(buffers);
-  const uint64_t n = count.load();
+  const uint64_t n = count.load() + staged_rows;  // staged rows move along
   if (n > 0) {
     e = cudaMemcpyAsync(new_rows, rows, n * row_bytes, cudaMemcpyDeviceToDevice,
                         wstream);
@@ -141,7 +141,7 @@ Status GpuMirror::Impl::Publish(uint64_t n) {
 
 // Host rows to the device through two pinned buffers, so the memcpy into one
 // overlaps the DMA out of the other.
-Status GpuMirror::Impl::CopyIn(const float* host, uint64_t n) {
+Status GpuMirror::Impl::CopyIn(const float* host, uint64_t n, uint64_t at) {
   for (int i = 0; i < 2; ++i) {
     if (staging[i] == nullptr) {
       ZV_CUDA_CHECK(cudaMallocHost(&staging[i], kStagingBytes));
@@ -152,7 +152,7 @@ Status GpuMirror::Impl::CopyIn(const float* host, uint64_t n) {
   const size_t row_bytes = size_t{o.row_stride} * 4;
   const uint64_t per_copy = kStagingBytes / row_bytes;
   const char* src = reinterpret_cast<const char*>(host);
-  char* dst = reinterpret_cast<char*>(rows) + count.load() * row_bytes;
+  char* dst = reinterpret_cast<char*>(rows) + at * row_bytes;
   int which = 0;
   for (uint64_t done = 0; done < n; done += per_copy, which ^= 1) {
     const size_t bytes = std::min(per_copy, n - done) * row_bytes;
@@ -207,8 +207,9 @@ GpuMask::~GpuMask() {
 Status GpuMirror::AppendHost(const float* host_rows, uint64_t n) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  impl_->staged_rows = 0;
   ZV_RETURN_IF_ERROR(impl_->Grow(impl_->count.load() + n));
-  ZV_RETURN_IF_ERROR(impl_->CopyIn(host_rows, n));
+  ZV_RETURN_IF_ERROR(impl_->CopyIn(host_rows, n, impl_->count.load()));
   return impl_->Publish(n);
 }
 
@@ -216,6 +217,7 @@ Status GpuMirror::AppendDevice(const void* device_rows, uint64_t n,
                                void* cuda_stream) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  impl_->staged_rows = 0;
   ZV_RETURN_IF_ERROR(impl_->Grow(impl_->count.load() + n));
   ZV_CUDA_CHECK(
       cudaEventRecord(impl_->wevent, static_cast<cudaStream_t>(cuda_stream)));
@@ -231,6 +233,90 @@ Status GpuMirror::Reserve(uint64_t rows) {
   std::lock_guard w(impl_->writer);
   ZV_CUDA_CHECK(cudaSetDevice(options_.device));
   return impl_->Grow(rows);
+}
+
+StatusOr<float*> GpuMirror::StageRows(uint64_t n) {
+  std::lock_guard w(impl_->writer);
+  ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  impl_->staged_rows = 0;
+  const uint64_t first = impl_->count.load();
+  ZV_RETURN_IF_ERROR(impl_->Grow(first + n));
+  const size_t row_bytes = size_t{options_.row_stride} * 4;
+  float* base = impl_->rows + first * options_.row_stride;
+  ZV_CUDA_CHECK(cudaMemsetAsync(base, 0, n * row_bytes, impl_->wstream));
+  ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
+  impl_->staged_rows = n;
+  return base;
+}
+
+Status GpuMirror::WriteStaged(uint64_t offset, const float* host_rows,
+                              uint64_t n) {
+  std::lock_guard w(impl_->writer);
+  if (offset + n > impl_->staged_rows) {
+    return OutOfRangeError("GPU mirror: write past the staged rows");
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  ZV_RETURN_IF_ERROR(impl_->CopyIn(host_rows, n, impl_->count.load() + offset));
+  ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
+  return OkStatus();
+}
+
+Status GpuMirror::ReadStaged(uint64_t offset, uint64_t n,
+                             float* host_rows) const {
+  std::lock_guard w(impl_->writer);
+  if (offset + n > impl_->staged_rows) {
+    return OutOfRangeError("GPU mirror: read past the staged rows");
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  const size_t row_bytes = size_t{options_.row_stride} * 4;
+  ZV_CUDA_CHECK(cudaMemcpyAsync(
+      host_rows,
+      impl_->rows + (impl_->count.load() + offset) * options_.row_stride,
+      n * row_bytes, cudaMemcpyDeviceToHost, impl_->wstream));
+  ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
+  return OkStatus();
+}
+
+Status GpuMirror::CommitStaged(uint64_t n) {
+  std::lock_guard w(impl_->writer);
+  if (n > impl_->staged_rows) {
+    return OutOfRangeError("GPU mirror: commit of " + std::to_string(n) +
+                           " rows, " + std::to_string(impl_->staged_rows) +
+                           " staged");
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(options_.device));
+  impl_->staged_rows = 0;
+  return impl_->Publish(n);
+}
+
+StatusOr<std::unique_ptr<DeviceQueryBuffer>> DeviceQueryBuffer::Create(
+    int device, uint64_t rows, uint32_t row_stride) {
+  if (device < 0 || device >= DeviceCount()) {
+    return UnavailableError("no CUDA device " + std::to_string(device));
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(device));
+  const size_t bytes = std::max<uint64_t>(rows, 1) * row_stride * 4;
+  void* p = nullptr;
+  ZV_CUDA_CHECK(cudaMalloc(&p, bytes));
+  std::unique_ptr<DeviceQueryBuffer> b(
+      new DeviceQueryBuffer(static_cast<float*>(p), rows, row_stride, device));
+  ZV_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  return b;
+}
+
+DeviceQueryBuffer::~DeviceQueryBuffer() {
+  cudaSetDevice(device_);
+  cudaFree(data_);
+}
+
+Status DeviceQueryBuffer::ToHost(uint64_t n, uint32_t dim, float* host) const {
+  if (n > rows_ || dim > row_stride_) {
+    return OutOfRangeError("device query buffer: read past its rows");
+  }
+  ZV_CUDA_CHECK(cudaSetDevice(device_));
+  ZV_CUDA_CHECK(cudaMemcpy2D(host, dim * 4, data_, size_t{row_stride_} * 4,
+                             dim * 4, n, cudaMemcpyDeviceToHost));
+  return OkStatus();
 }
 
 Status GpuMirror::Tombstone(uint64_t row) {
@@ -292,6 +378,7 @@ Status GpuMirror::Reset() {
   ZV_CUDA_CHECK(cudaStreamSynchronize(impl_->wstream));
   std::fill(impl_->host_tomb.begin(), impl_->host_tomb.end(), 0);
   impl_->count.store(0);
+  impl_->staged_rows = 0;
   return OkStatus();
 }
 

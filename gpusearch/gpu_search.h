@@ -62,6 +62,10 @@ struct MirrorOptions {
   shm::Metric metric = shm::Metric::kInnerProduct;
   uint64_t capacity_rows = 0;  // initial room; Append grows it (x1.5)
   int device = 0;
+  // Searches running at once; more wait for one to finish. Each running
+  // search holds a stream and scratch (SearchScratchBytes), so this bounds the
+  // device memory searches take, whatever the number of caller threads.
+  int max_concurrent_searches = 4;
 };
 
 // A filter's rows as a device bitmap, uploaded once per filter and passed to
@@ -94,6 +98,34 @@ class GpuMask {
 // wait for a writer only while the buffers are regrown (Append past capacity,
 // Reserve) or reset; a writer regrowing waits for running searches. A search
 // sees every row and tombstone whose writer call returned before it began.
+// Device memory for query vectors (e.g. a CUDA encoder's output for text
+// queries), laid out as SearchDevice reads them: `rows` rows of `row_stride`
+// floats, zeroed at creation so the padding past dim stays zero. One user at a
+// time.
+class DeviceQueryBuffer {
+ public:
+  static StatusOr<std::unique_ptr<DeviceQueryBuffer>> Create(
+      int device, uint64_t rows, uint32_t row_stride);
+  ~DeviceQueryBuffer();
+  DeviceQueryBuffer(const DeviceQueryBuffer&) = delete;
+  DeviceQueryBuffer& operator=(const DeviceQueryBuffer&) = delete;
+  float* row(uint64_t i) const { return data_ + i * row_stride_; }
+  uint64_t rows() const { return rows_; }
+  uint64_t bytes() const { return rows_ * row_stride_ * 4; }
+  uint32_t row_stride() const { return row_stride_; }
+  int device() const { return device_; }
+  // Rows [0, n) into host memory as n x dim floats (padding dropped).
+  Status ToHost(uint64_t n, uint32_t dim, float* host) const;
+
+ private:
+  DeviceQueryBuffer(float* data, uint64_t rows, uint32_t row_stride, int device)
+      : data_(data), rows_(rows), row_stride_(row_stride), device_(device) {}
+  float* data_;
+  uint64_t rows_;
+  uint32_t row_stride_;
+  int device_;
+};
+
 class GpuMirror {
  public:
   static StatusOr<std::unique_ptr<GpuMirror>> Create(const MirrorOptions& o);
@@ -111,6 +143,19 @@ class GpuMirror {
   Status AppendDevice(const void* device_rows, uint64_t n, void* cuda_stream);
   // Makes room for `rows` rows without appending.
   Status Reserve(uint64_t rows);
+
+  // Rows written on the device before they are appended (a GPU encoder's
+  // output, issue 13): StageRows(n) makes room for rows [rows(), rows() + n),
+  // zeroes them (so row padding is zero, as in the segment) and returns the
+  // device address of row rows(); the caller writes any of them there (row i
+  // at + i * row_stride floats), fills the rest with WriteStaged, may read
+  // them back with ReadStaged (e.g. into the segment), and CommitStaged(n)
+  // appends them as AppendHost would. Staged rows are invisible to searches
+  // until committed; a new StageRows or Append* replaces them. Writers only.
+  StatusOr<float*> StageRows(uint64_t n);
+  Status WriteStaged(uint64_t offset, const float* host_rows, uint64_t n);
+  Status ReadStaged(uint64_t offset, uint64_t n, float* host_rows) const;
+  Status CommitStaged(uint64_t n);
 
   // Marks one row deleted; the next search skips it.
   Status Tombstone(uint64_t row);

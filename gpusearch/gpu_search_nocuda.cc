@@ -36,6 +36,22 @@ Status GpuMirror::AppendDevice(const void*, uint64_t, void*) {
   return NoCuda();
 }
 Status GpuMirror::Reserve(uint64_t) { return NoCuda(); }
+StatusOr<float*> GpuMirror::StageRows(uint64_t) { return NoCuda(); }
+Status GpuMirror::WriteStaged(uint64_t, const float*, uint64_t) {
+  return NoCuda();
+}
+Status GpuMirror::ReadStaged(uint64_t, uint64_t, float*) const {
+  return NoCuda();
+}
+Status GpuMirror::CommitStaged(uint64_t) { return NoCuda(); }
+StatusOr<std::unique_ptr<DeviceQueryBuffer>> DeviceQueryBuffer::Create(
+    int, uint64_t, uint32_t) {
+  return NoCuda();
+}
+DeviceQueryBuffer::~DeviceQueryBuffer() = default;
+Status DeviceQueryBuffer::ToHost(uint64_t, uint32_t, float*) const {
+  return NoCuda();
+}
 Status GpuMirror::Tombstone(uint64_t) { return NoCuda(); }
 Status GpuMirror::SetTombstones(const uint64_t*, uint64_t) { return NoCuda(); }
 StatusOr<std::unique_ptr<GpuMask>> GpuMirror::UploadMask(const uint64_t*,

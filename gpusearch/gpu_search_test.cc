@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -329,6 +330,68 @@ TEST_P(GpuSearchTest, SearchesFromThreadsWhileAppending) {
   EXPECT_EQ(bad.load(), 0);
   ExpectSame(BruteForce(data, metric(), queries, 9, 10, kAll),
              SearchAll(*mirror, queries, 9, 10), 9, 10);
+}
+
+#ifdef ZEROVEC_WITH_CUDA
+// The encoder's path (issue 13): rows written on the device into staged rows,
+// the rest from the host, read back, committed; then searched like any rows.
+TEST_P(GpuSearchTest, StagedRowsAppendLikeHostRows) {
+  auto data = RandomRows(3000, metric(), 21);
+  auto mirror = NewMirror(metric(), 600);
+  ASSERT_NE(mirror, nullptr);
+  ASSERT_TRUE(mirror->AppendHost(data.data(), 500).ok());
+  // A stage that is replaced before its commit leaves no trace.
+  ASSERT_TRUE(mirror->StageRows(100).ok());
+  ASSERT_TRUE(mirror->AppendHost(data.data() + 500 * kStride, 500).ok());
+  auto staged = mirror->StageRows(2000);  // grows past the capacity
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  const size_t row_bytes = kStride * 4;
+  // Even rows as a GPU encoder would write them, odd rows from the host.
+  for (uint64_t i = 0; i < 2000; i += 2) {
+    ASSERT_EQ(
+        cudaMemcpy(*staged + i * kStride, data.data() + (1000 + i) * kStride,
+                   row_bytes, cudaMemcpyHostToDevice),
+        cudaSuccess);
+    ASSERT_TRUE(
+        mirror->WriteStaged(i + 1, data.data() + (1001 + i) * kStride, 1).ok());
+  }
+  std::vector<float> back(2000 * kStride);
+  ASSERT_TRUE(mirror->ReadStaged(0, 2000, back.data()).ok());
+  EXPECT_EQ(0, std::memcmp(back.data(), data.data() + 1000 * kStride,
+                           back.size() * 4));
+  EXPECT_FALSE(mirror->ReadStaged(1999, 2, back.data()).ok());
+  EXPECT_EQ(mirror->rows(), 1000u);  // staged rows are not searched yet
+  ASSERT_TRUE(mirror->CommitStaged(2000).ok());
+  EXPECT_FALSE(mirror->CommitStaged(1).ok());  // nothing staged any more
+  ASSERT_EQ(mirror->rows(), 3000u);
+  auto queries = RandomRows(10, metric(), 22);
+  for (size_t nq : {1, 10}) {
+    ExpectSame(BruteForce(data, metric(), queries, nq, 10, kAll),
+               SearchAll(*mirror, queries, nq, 10), nq, 10);
+  }
+}
+#endif
+
+// Eight threads through one search slot: they queue, and all answer right.
+TEST_P(GpuSearchTest, ConcurrentSearchesWaitForTheirTurn) {
+  auto data = RandomRows(2000, metric(), 31);
+  MirrorOptions o{kDim, kStride, metric(), 2000, 0};
+  o.max_concurrent_searches = 1;
+  auto created = GpuMirror::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& mirror = *created;
+  ASSERT_TRUE(mirror->AppendHost(data.data(), 2000).ok());
+  auto queries = RandomRows(9, metric(), 32);
+  const Result want = BruteForce(data, metric(), queries, 9, 10, kAll);
+  std::vector<std::thread> callers;
+  std::vector<Result> got(8);
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) got[t] = SearchAll(*mirror, queries, 9, 10);
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (const Result& r : got) ExpectSame(want, r, 9, 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Metrics, GpuSearchTest,

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -130,6 +131,7 @@ struct GpuMirror::Impl {
   uint64_t* tomb = nullptr;
   uint64_t capacity = 0;
   std::atomic<uint64_t> count{0};
+  uint64_t staged_rows = 0;  // rows written past `count` by StageRows (writer)
   // Writer side.
   std::mutex writer;
   cudaStream_t wstream = nullptr;
@@ -137,9 +139,11 @@ struct GpuMirror::Impl {
   void* staging[2] = {nullptr, nullptr};
   cudaEvent_t staged[2] = {nullptr, nullptr};
   std::vector<uint64_t> host_tomb;
-  // Search contexts not in use.
+  // Search contexts not in use, and how many exist (<= the options' cap).
   mutable std::mutex pool_mu;
+  mutable std::condition_variable pool_cv;
   mutable std::vector<std::unique_ptr<Context>> pool;
+  mutable int contexts = 0;
 
   ~Impl() {
     cudaSetDevice(o.device);
@@ -156,10 +160,12 @@ struct GpuMirror::Impl {
   }
 
   Status Grow(uint64_t want);  // writer lock held
-  Status CopyIn(const float* host, uint64_t n);
+  // Host rows into rows [at, at + n) (past count).
+  Status CopyIn(const float* host, uint64_t n, uint64_t at);
   Status Publish(uint64_t n);
   StatusOr<std::unique_ptr<Context>> Acquire() const;
   void Release(std::unique_ptr<Context> c) const;
+  void Discard(std::unique_ptr<Context> c) const;  // after a failed search
   Status Run(Context& c, const float* dq, size_t nq, int kk,
              const GpuMask* mask, float* dist, int64_t* out) const;
   Status Scan(Context& c, Carver& cv, const float* dq, size_t nq, int kk,

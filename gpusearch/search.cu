@@ -81,21 +81,40 @@ uint64_t Ceil(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 StatusOr<std::unique_ptr<Context>> GpuMirror::Impl::Acquire() const {
   {
-    std::lock_guard lock(pool_mu);
+    std::unique_lock lock(pool_mu);
+    const int cap = std::max(1, o.max_concurrent_searches);
+    pool_cv.wait(lock, [&] { return !pool.empty() || contexts < cap; });
     if (!pool.empty()) {
       auto c = std::move(pool.back());
       pool.pop_back();
       return c;
     }
+    ++contexts;  // made below, outside the lock
   }
   auto c = std::make_unique<Context>();
-  ZV_RETURN_IF_ERROR(c->Init());
+  Status s = c->Init();
+  if (!s.ok()) {
+    Discard(std::move(c));
+    return s;
+  }
   return c;
 }
 
 void GpuMirror::Impl::Release(std::unique_ptr<Context> c) const {
-  std::lock_guard lock(pool_mu);
-  pool.push_back(std::move(c));
+  {
+    std::lock_guard lock(pool_mu);
+    pool.push_back(std::move(c));
+  }
+  pool_cv.notify_one();
+}
+
+void GpuMirror::Impl::Discard(std::unique_ptr<Context> c) const {
+  c.reset();
+  {
+    std::lock_guard lock(pool_mu);
+    --contexts;
+  }
+  pool_cv.notify_one();
 }
 
 Status GpuMirror::Impl::Scan(Context& c, Carver& cv, const float* dq, size_t nq,
@@ -276,6 +295,7 @@ Status SearchQueries(const GpuMirror::Impl& impl, const void* queries,
     // A failed stream may hold queued work; drop the context with it.
     cudaStreamSynchronize(c->stream);
     cudaGetLastError();
+    impl_->Discard(std::move(c));
   }
   return st;
 }

@@ -129,6 +129,13 @@ struct SearchOptions {
   // Wider: higher recall, slower. Other indexes ignore it.
   int ef_search = 0;
   std::optional<Recency> recency;
+  // The same queries already in device memory of CUDA device
+  // `device_queries_device` (e.g. text queries a GPU encoder embedded), nq
+  // rows of shm::RowStrideFor(dim) floats, zero padded. A search the
+  // collection's GPU mirror on that device answers reads them there; every
+  // other path uses the host queries. Must stay valid during the call.
+  const float* device_queries = nullptr;
+  int device_queries_device = -1;
 };
 
 struct Hit {
@@ -163,7 +170,10 @@ struct CollectionInfo {
   // (DatabaseOptions::gpu), and the device bytes the mirror holds.
   bool gpu_mirrored = false;
   uint64_t gpu_mirror_bytes = 0;
-  uint64_t gpu_searches = 0;   // Search calls answered on the GPU, ever
+  uint64_t gpu_searches = 0;  // Search calls answered on the GPU, ever
+  // Rows whose vectors a GPU encoder wrote straight into the mirror.
+  uint64_t gpu_rows_from_device = 0;
+  uint32_t row_stride = 0;     // floats between segment rows (dim, padded)
   int64_t default_ttl_ms = 0;  // CollectionOptions::default_ttl_ms
   // Expired rows the sweep tombstoned since the collection was opened.
   uint64_t expired_swept = 0;
@@ -180,9 +190,24 @@ struct CompactionResult {
   double seconds = 0;
 };
 
+// The GPU mirror's place for the rows an upsert writes (a collection searched
+// on the GPU): a GPU encoder can store a row there instead of in the segment,
+// so the vector it computed stays on the device; the collection then copies
+// it into the segment itself.
+struct DeviceRowTargets {
+  int cuda_device = -1;
+  uint32_t row_stride = 0;   // floats between device rows
+  std::vector<float*> rows;  // device row i: row_stride floats, zeroed
+  // Set by the filler for each row it wrote on the device (and not in its
+  // segment row).
+  std::vector<uint8_t> written;
+};
+
 // Fills `rows.size()` writable rows (each `dim` floats, in segment memory) in
 // place. Used by the embedder to write vectors straight into the segment.
-using RowFiller = std::function<Status(std::span<float* const> rows)>;
+// `device` is null unless the collection is mirrored on a GPU.
+using RowFiller = std::function<Status(std::span<float* const> rows,
+                                       DeviceRowTargets* device)>;
 
 // Rows reserved by BulkAppender::Reserve: rows[i] is row first + i, dim
 // floats to fill in place. The flags are the appender's bookkeeping.

@@ -43,7 +43,7 @@ StatusOr<uint64_t> CollectionImpl::Touch(std::span<const std::string> ids,
   if (records.empty()) return uint64_t{0};
   ZV_RETURN_IF_ERROR(UpsertLocked(
       records,
-      [&](std::span<float* const> rows) {
+      [&](std::span<float* const> rows, DeviceRowTargets*) {
         for (size_t i = 0; i < rows.size(); ++i) {
           std::memcpy(rows[i], vectors.data() + i * dim, dim * sizeof(float));
         }

@@ -249,9 +249,12 @@ CollectionInfo CollectionImpl::Describe() const {
   info.live_rows = info.rows - std::min(info.rows, info.tombstones);
   info.generation = g_->number;
   info.segment_dir = g_->dir;
+  info.row_stride = g_->writer->info().row_stride;
   info.gpu_mirrored = g_->mirror != nullptr;
   if (g_->mirror) info.gpu_mirror_bytes = g_->mirror->charged_bytes();
   info.gpu_searches = gpu_searches_.load(std::memory_order_relaxed);
+  info.gpu_rows_from_device =
+      gpu_rows_from_device_.load(std::memory_order_relaxed);
   info.default_ttl_ms = meta_.options.default_ttl_ms;
   info.expired_swept = expired_swept_.load(std::memory_order_relaxed);
   info.lexical = meta_.options.lexical;
@@ -270,7 +273,7 @@ Status CollectionImpl::Upsert(std::span<const Record> records,
   ZV_RETURN_IF_ERROR(ValidateVectors(vectors, records.size(), dim, "vectors"));
   return UpsertImpl(
       records,
-      [&](std::span<float* const> rows) {
+      [&](std::span<float* const> rows, DeviceRowTargets*) {
         for (size_t i = 0; i < rows.size(); ++i) {
           std::memcpy(rows[i], vectors.data() + i * dim, dim * sizeof(float));
         }
@@ -285,10 +288,8 @@ Status CollectionImpl::UpsertInPlace(std::span<const Record> records,
   return UpsertImpl(records, fill, /*check_rows=*/true);
 }
 
-Status CollectionImpl::UpsertImpl(
-    std::span<const Record> records,
-    const std::function<Status(std::span<float* const>)>& fill,
-    bool check_rows) {
+Status CollectionImpl::UpsertImpl(std::span<const Record> records,
+                                  const RowFiller& fill, bool check_rows) {
   ZV_RETURN_IF_ERROR(ValidateRecords(records));
   if (records.empty()) return CheckAlive();
   std::lock_guard<std::mutex> writer_lock(write_mu_);
@@ -296,10 +297,8 @@ Status CollectionImpl::UpsertImpl(
   return UpsertLocked(records, fill, check_rows);
 }
 
-Status CollectionImpl::UpsertLocked(
-    std::span<const Record> records,
-    const std::function<Status(std::span<float* const>)>& fill,
-    bool check_rows) {
+Status CollectionImpl::UpsertLocked(std::span<const Record> records,
+                                    const RowFiller& fill, bool check_rows) {
   std::vector<Record> stamped;
   records = WithDefaultExpiry(records, DefaultExpiry(), &stamped);
   Generation& g = *g_;
@@ -315,7 +314,28 @@ Status CollectionImpl::UpsertLocked(
   // 1. Rows past the committed count: invisible to every reader until Commit.
   std::vector<float*> rows(n);
   for (uint64_t i = 0; i < n; ++i) rows[i] = w.MutableRow(first + i);
-  ZV_RETURN_IF_ERROR(fill(rows));
+  // On a GPU host the encoder may write rows into the mirror (issue 13).
+  // Whatever happens below, the mirror's note of them lives one publish.
+  struct ForgetStaged {
+    Generation& g;
+    ~ForgetStaged() {
+      if (g.mirror) g.mirror->MarkStaged({});
+    }
+  } forget_staged{g};
+  DeviceRowTargets device;
+  if (g.mirror) {
+    auto base = g.mirror->StageRows(first, n);
+    if (base.ok()) {  // else the mirror catches up from the segment
+      device.cuda_device = g.mirror->device();
+      device.row_stride = g.mirror->row_stride();
+      for (uint64_t i = 0; i < n; ++i) {
+        device.rows.push_back(*base + i * g.mirror->row_stride());
+      }
+      device.written.assign(n, 0);
+    }
+  }
+  ZV_RETURN_IF_ERROR(fill(rows, device.rows.empty() ? nullptr : &device));
+  ZV_RETURN_IF_ERROR(CopyBackDeviceRows(g, device, rows));
   for (uint64_t i = 0; i < n; ++i) {
     if (check_rows) {
       ZV_RETURN_IF_ERROR(ValidateVectors(std::span<const float>(rows[i], dim),
@@ -325,7 +345,35 @@ Status CollectionImpl::UpsertLocked(
     std::fill(rows[i] + dim, rows[i] + stride, 0.0f);
     w.SetId(first + i, HashId(records[i].id));
   }
-  return PublishRows(first, records);
+  Status published = PublishRows(first, records);
+  if (published.ok()) {
+    gpu_rows_from_device_ +=
+        std::count(device.written.begin(), device.written.end(), 1);
+  }
+  return published;
+}
+
+Status CollectionImpl::CopyBackDeviceRows(Generation& g,
+                                          const DeviceRowTargets& device,
+                                          std::span<float* const> rows) {
+  const auto first_written =
+      std::find(device.written.begin(), device.written.end(), 1);
+  if (first_written == device.written.end()) return OkStatus();
+  const uint64_t lo = first_written - device.written.begin();
+  const uint64_t hi =
+      device.written.rend() -
+      std::find(device.written.rbegin(), device.written.rend(), 1);
+  const uint32_t dim = meta_.options.dim, stride = g.mirror->row_stride();
+  // One copy of the span that holds them, then each row into the segment.
+  std::vector<float> host((hi - lo) * stride);
+  ZV_RETURN_IF_ERROR(g.mirror->ReadStaged(lo, hi - lo, host.data()));
+  for (uint64_t i = lo; i < hi; ++i) {
+    if (device.written[i]) {
+      std::memcpy(rows[i], host.data() + (i - lo) * stride, dim * 4);
+    }
+  }
+  g.mirror->MarkStaged(device.written);
+  return OkStatus();
 }
 
 Status CollectionImpl::PublishRows(uint64_t first,

@@ -129,15 +129,16 @@ class CollectionImpl : public Collection {
     if (!s.ok() && lexical_writer_) lexical_stale_ = true;
     return s;
   }
-  Status UpsertImpl(std::span<const Record> records,
-                    const std::function<Status(std::span<float* const>)>& fill,
+  // Rows the filler wrote into the GPU mirror (DeviceRowTargets), copied into
+  // their segment rows; the mirror is told which, for its next CatchUp.
+  Status CopyBackDeviceRows(Generation& g, const DeviceRowTargets& device,
+                            std::span<float* const> rows);
+  Status UpsertImpl(std::span<const Record> records, const RowFiller& fill,
                     bool check_rows);
   // UpsertImpl after validation, with write_mu_ held; applies the default
   // TTL to records without an expiry.
-  Status UpsertLocked(
-      std::span<const Record> records,
-      const std::function<Status(std::span<float* const>)>& fill,
-      bool check_rows);
+  Status UpsertLocked(std::span<const Record> records, const RowFiller& fill,
+                      bool check_rows);
   // The live row `id` names for readers (Get's rule), if any: an upsert in
   // flight still shows its old row. Caller holds mu_ (shared).
   StatusOr<std::optional<uint64_t>> VisibleRow(const std::string& id) const;
@@ -187,6 +188,7 @@ class CollectionImpl : public Collection {
   AnnSearchParams ann_params_;
   std::shared_ptr<GpuBudget> gpu_;  // set once by EnableGpu, before serving
   mutable std::atomic<uint64_t> gpu_searches_{0};
+  std::atomic<uint64_t> gpu_rows_from_device_{0};
   std::atomic<uint64_t> expired_swept_{0};
 
   std::mutex write_mu_;  // one writer at a time (Upsert/Delete/Compact)

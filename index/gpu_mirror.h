@@ -14,7 +14,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "index/collection.h"
@@ -24,7 +26,8 @@
 
 namespace zv::gpusearch {
 class GpuMirror;
-}
+class GpuMask;
+}  // namespace zv::gpusearch
 
 namespace zv::index {
 
@@ -66,12 +69,46 @@ class GenerationMirror {
   // growing would pass the budget: the caller drops the mirror.
   Status CatchUp(const shm::SegmentView& view);
   Status Tombstone(uint64_t row);
+
+  // Rows an encoder computes on the GPU land in the mirror first (issue 13):
+  // StageRows(first, n) (first == rows()) returns the device place of rows
+  // [first, first + n) on device(), zeroed; the writer fills some of them
+  // there, reads those back into the segment (ReadStaged), and says which with
+  // MarkStaged. The next CatchUp then copies only the other rows from the
+  // segment. Writers only (the collection's writer lock).
+  StatusOr<float*> StageRows(uint64_t first, uint64_t n);
+  Status ReadStaged(uint64_t offset, uint64_t n, float* host_rows) const;
+  void MarkStaged(std::vector<uint8_t> on_device);
+  int device() const;
+  uint32_t row_stride() const;
+
   // Exact top-k of nq padded queries (nq x row_stride) over every mirrored
-  // row, or only the rows set in `rows` (a filter's live rows), into `top`.
-  Status Search(const float* queries, size_t nq, const RowBitmap* rows,
-                TopK* top) const;
+  // row, or only the rows set in `mask` (a filter's live rows), into `top`.
+  // `device_queries` (optional): the same queries already in device memory
+  // on device(), searched from there.
+  Status Search(const float* queries, const float* device_queries, size_t nq,
+                const gpusearch::GpuMask* mask, TopK* top) const;
+
+  // Filter masks kept on the device, so a filter repeated while the rows do
+  // not change is neither rebuilt on the CPU nor uploaded again. An entry is
+  // valid for the (rows, tombstones) it was made at: within a generation rows
+  // only grow and tombstones only accrue, so the pair names the state.
+  struct CachedMask {
+    std::shared_ptr<const gpusearch::GpuMask> mask;
+    uint64_t matching = 0;  // rows set
+  };
+  // A mask for one search (filters whose bitmap changes with the clock).
+  StatusOr<std::unique_ptr<gpusearch::GpuMask>> UploadMask(
+      const RowBitmap& bitmap) const;
+  std::optional<CachedMask> FindMask(const std::string& key, uint64_t rows,
+                                     uint64_t tombstones) const;
+  StatusOr<CachedMask> AddMask(const std::string& key, uint64_t rows,
+                               uint64_t tombstones,
+                               const RowBitmap& bitmap) const;
 
   uint64_t rows() const;
+  // Rows whose vectors the encoder wrote straight into the mirror.
+  uint64_t rows_from_device() const { return staged_count_; }
   uint64_t charged_bytes() const { return charged_; }
   std::string description() const;
   GpuBudget& budget() const { return *budget_; }
@@ -82,10 +119,24 @@ class GenerationMirror {
                    uint64_t charged);
   // Budget bytes for a mirror of `capacity` rows plus its search scratch.
   uint64_t ChargeFor(uint64_t capacity) const;
+  // Room for `want` rows, charged to the budget first.
+  Status EnsureCapacity(uint64_t want);
 
   std::shared_ptr<GpuBudget> budget_;
   std::unique_ptr<gpusearch::GpuMirror> mirror_;
   uint64_t charged_;
+  // Staged rows (writer only): [staged_first_, + staged_on_device_.size()).
+  uint64_t staged_first_ = 0;
+  std::vector<uint8_t> staged_on_device_;
+  uint64_t staged_count_ = 0;
+  // Mask cache, newest last.
+  struct MaskEntry {
+    std::string key;
+    uint64_t rows, tombstones;
+    CachedMask cached;
+  };
+  mutable std::mutex masks_mu_;
+  mutable std::vector<MaskEntry> masks_;
 };
 
 }  // namespace zv::index

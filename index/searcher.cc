@@ -5,6 +5,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "gpusearch/gpu_search.h"
 #include "index/distance.h"
 
 namespace zv::index {
@@ -27,13 +28,35 @@ bool UnderFilled(const TopK& top, uint64_t available) {
 // Exact on the GPU when the rows are mirrored there; false (top untouched)
 // sends the search to the CPU, also when the GPU search fails.
 bool SearchOnGpu(const SearchContext& ctx, const float* q, size_t nq,
-                 const RowBitmap* rows, TopK* top) {
+                 const SearchOptions& options, const gpusearch::GpuMask* mask,
+                 TopK* top) {
   if (ctx.gpu == nullptr || ctx.gpu->rows() != ctx.rows) return false;
+  const float* device_q =
+      options.device_queries != nullptr &&
+              options.device_queries_device == ctx.gpu->device()
+          ? options.device_queries
+          : nullptr;
   TopK gpu_top(top->nq, top->k, top->metric);
-  if (!ctx.gpu->Search(q, nq, rows, &gpu_top).ok()) return false;
+  if (!ctx.gpu->Search(q, device_q, nq, mask, &gpu_top).ok()) return false;
   *top = std::move(gpu_top);
   if (ctx.gpu_searches) ctx.gpu_searches->fetch_add(1);
   return true;
+}
+
+// A filter as a cache key (length-prefixed fields: no two filters share one).
+std::string FilterKey(const Filter& f) {
+  std::string key;
+  auto add = [&key](const std::string& part) {
+    key += std::to_string(part.size()) + ":" + part;
+  };
+  add(f.ns ? "n" + *f.ns : "-");
+  for (const auto& [k, v] : f.metadata_equals) {
+    add(k);
+    add(v);
+  }
+  add(f.min_timestamp_ms ? std::to_string(*f.min_timestamp_ms) : "-");
+  add(f.max_timestamp_ms ? std::to_string(*f.max_timestamp_ms) : "-");
+  return key;
 }
 
 // How many rows a recency search ranks by similarity before re-scoring.
@@ -104,6 +127,92 @@ StatusOr<std::optional<uint64_t>> VisibleRow(const SearchContext& ctx,
   return Row(row);
 }
 
+namespace {
+
+// Which rows qualify for one search: all live rows, or a bitmap of live rows
+// matching the filter. Rows expired but not yet swept (only between an expiry
+// and the next sweep) are left out by the bitmap, or without a filter by a
+// check per candidate. On the GPU the bitmap goes as a device mask, cached per
+// filter while the rows do not change (not with expiry: it depends on the
+// clock); a cached mask needs no bitmap at all.
+struct Qualifying {
+  Qualifying(const SearchContext& ctx, const SearchOptions& options)
+      : ctx_(ctx),
+        options_(options),
+        live_(*ctx.view),
+        now_(NowMs()),
+        unexpired_(*ctx.view, *ctx.attrs, now_),
+        expiry_(ctx.attrs->MayHaveExpired(now_)),
+        on_gpu_(ctx.gpu != nullptr && ctx.gpu->rows() == ctx.rows) {
+    const shm::SegmentView& view = *ctx.view;
+    available = ctx.rows - std::min(ctx.rows, view.TombstoneCount());
+    if (on_gpu_ && !expiry_ && !options.filter.empty()) {
+      key_ = FilterKey(options.filter);
+      cached_ = ctx.gpu->FindMask(key_, ctx.rows, view.TombstoneCount());
+    }
+    if (cached_) {
+      available = cached_->matching;
+    } else if (!options.filter.empty() || (expiry_ && on_gpu_)) {
+      BuildBitmap();
+    } else if (expiry_) {
+      sel = &unexpired_;  // `available` over-counts: an under-fill goes exact
+    } else if (view.TombstoneCount() > 0) {
+      sel = &live_;
+    }
+  }
+
+  void BuildBitmap() {
+    CompiledFilter f = ctx_.attrs->Compile(options_.filter);
+    if (expiry_) f.now_ms = now_;
+    bitmap.emplace(*ctx_.view, *ctx_.attrs, f, ctx_.rows);
+    sel = &*bitmap;
+    available = bitmap->count();
+  }
+
+  bool Selective() const {
+    return bitmap && available <= SelectiveLimit(ctx_.rows);
+  }
+
+  // The GPU's answer, or false for the CPU to answer (a bitmap is built
+  // then if only a cached mask stood for it).
+  bool TryGpu(const float* q, size_t nq, TopK* top) {
+    if (!on_gpu_) return false;
+    const gpusearch::GpuMask* mask = cached_ ? cached_->mask.get() : nullptr;
+    std::unique_ptr<gpusearch::GpuMask> once;
+    if (mask == nullptr && bitmap) {
+      if (!key_.empty()) {
+        auto added = ctx_.gpu->AddMask(key_, ctx_.rows,
+                                       ctx_.view->TombstoneCount(), *bitmap);
+        if (added.ok()) mask = (cached_ = std::move(added).value())->mask.get();
+      } else {
+        auto made = ctx_.gpu->UploadMask(*bitmap);
+        if (made.ok()) mask = (once = std::move(made).value()).get();
+      }
+      if (mask == nullptr) return false;
+    }
+    if (SearchOnGpu(ctx_, q, nq, options_, mask, top)) return true;
+    if (cached_ && !bitmap) BuildBitmap();
+    return false;
+  }
+
+  std::optional<RowBitmap> bitmap;
+  const faiss::IDSelector* sel = nullptr;
+  uint64_t available = 0;
+
+ private:
+  const SearchContext& ctx_;
+  const SearchOptions& options_;
+  LiveRows live_;
+  const int64_t now_;
+  LiveUnexpiredRows unexpired_;
+  const bool expiry_;
+  const bool on_gpu_;
+  std::string key_;
+  std::optional<GenerationMirror::CachedMask> cached_;
+};
+
+}  // namespace
+
 StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
     const SearchContext& ctx, std::span<const float> queries,
     const SearchOptions& options) {
@@ -115,38 +224,18 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
                                 : options.k;
   TopK top(nq, k, view.info().metric);
 
-  // Which rows qualify: all live rows, or a bitmap of live rows matching the
-  // filter. Rows expired but not yet swept (only between an expiry and the
-  // next sweep) are left out by the bitmap, or without a filter by a check
-  // per candidate; a GPU search takes its mask as a bitmap.
-  std::optional<RowBitmap> bitmap;
-  LiveRows live(view);
-  const int64_t now = NowMs();
-  LiveUnexpiredRows unexpired(view, *ctx.attrs, now);
-  const faiss::IDSelector* sel = nullptr;
-  uint64_t available = ctx.rows - std::min(ctx.rows, view.TombstoneCount());
-  const bool expiry = ctx.attrs->MayHaveExpired(now);
-  const bool on_gpu = ctx.gpu != nullptr && ctx.gpu->rows() == ctx.rows;
-  if (!options.filter.empty() || (expiry && on_gpu)) {
-    CompiledFilter f = ctx.attrs->Compile(options.filter);
-    if (expiry) f.now_ms = now;
-    bitmap.emplace(view, *ctx.attrs, f, ctx.rows);
-    sel = &*bitmap;
-    available = bitmap->count();
-  } else if (expiry) {
-    sel = &unexpired;  // `available` over-counts: an under-fill goes exact
-  } else if (view.TombstoneCount() > 0) {
-    sel = &live;
-  }
-
-  if (available == 0) {
+  Qualifying which(ctx, options);
+  const faiss::IDSelector* const& sel = which.sel;
+  if (which.available == 0) {
     // nothing matches
-  } else if (bitmap && available <= SelectiveLimit(ctx.rows)) {
-    const std::vector<int64_t> rows = bitmap->Rows();
+  } else if (which.Selective()) {
+    const std::vector<int64_t> rows = which.bitmap->Rows();
     FlatSearchRows(view, rows, q.data(), nq, &top);
-  } else if (SearchOnGpu(ctx, q.data(), nq, bitmap ? &*bitmap : nullptr,
-                         &top)) {
+  } else if (which.TryGpu(q.data(), nq, &top)) {
     // exact, on the GPU
+  } else if (which.Selective()) {  // a cached mask failed on the GPU
+    const std::vector<int64_t> rows = which.bitmap->Rows();
+    FlatSearchRows(view, rows, q.data(), nq, &top);
   } else if (ctx.ann != nullptr && ctx.ann->indexed() > 0) {
     // The ANN reports the prefix its snapshot covered; the rest is the tail.
     uint64_t covered = 0;
@@ -154,7 +243,7 @@ StatusOr<std::vector<std::vector<Hit>>> SearchSegment(
                                        ctx.rows, &top, &covered));
     FlatSearch(view, std::min(covered, ctx.rows), ctx.rows, q.data(), nq, sel,
                &top);
-    if (UnderFilled(top, available)) {  // ANN lost some: answer exactly instead
+    if (UnderFilled(top, which.available)) {  // ANN lost some: answer exactly
       top = TopK(nq, k, view.info().metric);
       FlatSearch(view, 0, ctx.rows, q.data(), nq, sel, &top);
     }

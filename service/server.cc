@@ -36,7 +36,8 @@ class ServerImpl final : public Server {
         coalescer_(options.gpu.batch_window,
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
-                 &compactor_, &coalescer_, &sweeper_) {}
+                 &compactor_, &coalescer_, &sweeper_,
+                 options.gpu.text_queries_on_device) {}
 
   ~ServerImpl() override {
     Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

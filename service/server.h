@@ -50,6 +50,10 @@ struct GpuServing {
   // wait up to this long to run as one GPU batch (only while a batch of
   // theirs is running). 0: each runs on its own.
   std::chrono::microseconds batch_window{500};
+  // Text queries on a mirrored collection, with the encoder on the mirror's
+  // device: embedded into device memory and searched from there (true), or
+  // embedded to the host and searched like vector queries, coalesced (false).
+  bool text_queries_on_device = true;
 };
 
 // service/service_decorator.h (cluster mode).

@@ -39,6 +39,7 @@ void ToProto(const index::CollectionInfo& info, pb::CollectionInfo* out) {
   out->set_gpu_mirrored(info.gpu_mirrored);
   out->set_gpu_mirror_bytes(info.gpu_mirror_bytes);
   out->set_gpu_searches(info.gpu_searches);
+  out->set_gpu_rows_from_device(info.gpu_rows_from_device);
   out->set_default_ttl_ms(info.default_ttl_ms);
   out->set_expired_swept(info.expired_swept);
   out->set_lexical(info.lexical);
@@ -111,7 +112,8 @@ int64_t NowMs() {
 ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
                                const Limits& limits, const BearerAuth* auth,
                                Compactor* compactor, SearchCoalescer* coalescer,
-                               const Sweeper* sweeper)
+                               const Sweeper* sweeper,
+                               bool text_queries_on_device)
     : db_(db),
       embedder_(embedder),
       limits_(limits),
@@ -119,6 +121,8 @@ ZeroVecService::ZeroVecService(index::Database* db, embed::Embedder* embedder,
       compactor_(compactor),
       coalescer_(coalescer),
       sweeper_(sweeper),
+      text_queries_on_device_(text_queries_on_device),
+      device_queries_(embedder),
       started_(std::chrono::steady_clock::now()) {}
 
 grpc::Status ZeroVecService::Handle(grpc::ServerContext* ctx,
@@ -278,23 +282,9 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
   // Vectors land straight in the segment rows: given ones are copied from the
   // request, text ones are written there by the embedder (ingest path).
   embed::EmbedReport report;
-  index::RowFiller fill = [&](std::span<float* const> rows) -> Status {
-    std::vector<std::string_view> texts;
-    std::vector<float*> text_rows;
-    for (int i = 0; i < n; ++i) {
-      const pb::Item& item = req.items(i);
-      if (item.vector_size() != 0) {
-        std::memcpy(rows[i], item.vector().data(), sizeof(float) * dim);
-      } else {
-        texts.push_back(item.text());
-        text_rows.push_back(rows[i]);
-      }
-    }
-    if (texts.empty()) return OkStatus();
-    ScopedOpTimer timer(&embed_stats_);
-    Status s = embedder_->EmbedInto(texts, text_rows, &report);
-    timer.set_ok(s.ok());
-    return s;
+  index::RowFiller fill = [&](std::span<float* const> rows,
+                              index::DeviceRowTargets* device) {
+    return FillRows(req, dim, rows, device, &report);
   };
   ZV_RETURN_IF_ERROR(coll->UpsertInPlace(records, fill));
   *upserted += n;
@@ -303,6 +293,50 @@ Status ZeroVecService::DoUpsert(const pb::UpsertRequest& req,
   CountTruncated(req.collection(), report.truncated);
   compactor_->Notify(req.collection());  // replaced ids leave tombstones
   return OkStatus();
+}
+
+Status ZeroVecService::FillRows(const pb::UpsertRequest& req, uint32_t dim,
+                                std::span<float* const> rows,
+                                index::DeviceRowTargets* device,
+                                embed::EmbedReport* report) {
+  // Text rows go to the GPU mirror when the encoder runs on its device: the
+  // collection copies them into the segment, and they never cross back.
+  const bool on_device = device != nullptr && embedder_ != nullptr &&
+                         embedder_->cuda_device() == device->cuda_device &&
+                         !device->rows.empty();
+  std::vector<std::string_view> texts;
+  std::vector<float*> text_rows;
+  std::vector<int> text_items;
+  for (int i = 0; i < req.items_size(); ++i) {
+    const pb::Item& item = req.items(i);
+    if (item.vector_size() != 0) {
+      std::memcpy(rows[i], item.vector().data(), sizeof(float) * dim);
+    } else {
+      texts.push_back(item.text());
+      text_rows.push_back(on_device ? device->rows[i] : rows[i]);
+      text_items.push_back(i);
+    }
+  }
+  if (texts.empty()) return OkStatus();
+  ScopedOpTimer timer(&embed_stats_);
+  void* registered = nullptr;
+  if (on_device) {
+    const size_t bytes = device->rows.size() * device->row_stride * 4;
+    if (embedder_->RegisterDeviceOutputMemory(device->rows[0], bytes).ok()) {
+      registered = device->rows[0];
+    } else {  // not the encoder's memory after all: the host way
+      for (size_t t = 0; t < texts.size(); ++t) {
+        text_rows[t] = rows[text_items[t]];
+      }
+    }
+  }
+  Status s = embedder_->EmbedInto(texts, text_rows, report);
+  if (registered != nullptr) {
+    embedder_->UnregisterOutputMemory(registered);
+    for (int i : text_items) device->written[i] = 1;
+  }
+  timer.set_ok(s.ok());
+  return s;
 }
 
 grpc::Status ZeroVecService::Upsert(grpc::ServerContext* ctx,
@@ -375,6 +409,38 @@ StatusOr<std::vector<float>> ZeroVecService::QueryVectors(
   return out;
 }
 
+StatusOr<std::optional<std::vector<std::vector<index::Hit>>>>
+ZeroVecService::SearchTextOnDevice(index::Collection& coll,
+                                   const index::CollectionInfo& info,
+                                   std::span<const pb::Query* const> queries,
+                                   index::SearchOptions options) {
+  using Result = std::optional<std::vector<std::vector<index::Hit>>>;
+  if (!text_queries_on_device_ || !info.gpu_mirrored || options.recency ||
+      options.mode != index::SearchMode::kDense || embedder_ == nullptr ||
+      embedder_->cuda_device() < 0 || model_dim() != info.dim) {
+    return Result();
+  }
+  std::vector<std::string_view> texts;
+  for (const pb::Query* q : queries) {
+    if (!q->has_text()) return Result();  // vectors: the coalesced host way
+    texts.push_back(q->text());
+  }
+  std::vector<float> host(texts.size() * info.dim);
+  embed::EmbedReport report;
+  ScopedOpTimer timer(&embed_stats_);
+  auto buffer = device_queries_.Embed(texts, info.dim, info.row_stride,
+                                      host.data(), &report);
+  timer.set_ok(buffer.ok());
+  ZV_RETURN_IF_ERROR(buffer.status());
+  CountTruncated("", report.truncated);
+  options.device_queries = (*buffer)->row(0);
+  options.device_queries_device = (*buffer)->device();
+  auto hits = coll.Search(host, options);
+  device_queries_.Release(std::move(buffer).value());
+  ZV_RETURN_IF_ERROR(hits.status());
+  return Result(std::move(hits).value());
+}
+
 StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
     const std::string& collection, std::span<const pb::Query* const> queries,
     int32_t k, const pb::Filter& filter, bool include_documents,
@@ -417,9 +483,10 @@ StatusOr<std::vector<std::vector<index::Hit>>> ZeroVecService::DoSearch(
     ZV_RETURN_IF_ERROR(
         ValidateQueryDim(field, *queries[i], dim, embedder_ != nullptr));
   }
+  ZV_ASSIGN_OR_RETURN(auto on_device,
+                      SearchTextOnDevice(*coll, info, queries, options));
+  if (on_device) return std::move(*on_device);
   ZV_ASSIGN_OR_RETURN(std::vector<float> vectors, QueryVectors(queries, dim));
-  // Text queries were embedded above and come back through the host: the
-  // GPU search takes host queries (SearchDevice would skip that copy).
   if (coalescer_ && info.gpu_mirrored && !options.recency &&
       options.mode == index::SearchMode::kDense) {
     return coalescer_->Search(coll, vectors, queries.size(), options);

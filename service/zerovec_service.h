@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "service/auth.h"
 #include "service/coalescer.h"
 #include "service/compactor.h"
+#include "service/device_queries.h"
 #include "service/server.h"
 #include "service/stats.h"
 #include "service/sweeper.h"
@@ -34,7 +36,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   ZeroVecService(index::Database* db, embed::Embedder* embedder,
                  const Limits& limits, const BearerAuth* auth,
                  Compactor* compactor, SearchCoalescer* coalescer = nullptr,
-                 const Sweeper* sweeper = nullptr);
+                 const Sweeper* sweeper = nullptr,
+                 bool text_queries_on_device = true);
 
   grpc::Status CreateCollection(
       grpc::ServerContext* ctx, const zerovec::v1::CreateCollectionRequest* req,
@@ -102,6 +105,18 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   // path).
   StatusOr<std::vector<float>> QueryVectors(
       std::span<const zerovec::v1::Query* const> queries, uint32_t dim);
+  // A dense search of text queries on a collection mirrored on the encoder's
+  // GPU: embedded into device memory and searched from there. Null when that
+  // path does not apply (the caller goes the host way).
+  StatusOr<std::optional<std::vector<std::vector<index::Hit>>>>
+  SearchTextOnDevice(index::Collection& coll, const index::CollectionInfo& info,
+                     std::span<const zerovec::v1::Query* const> queries,
+                     index::SearchOptions options);
+  // The upsert's row filler: request vectors copied, texts embedded (into the
+  // GPU mirror's rows when the collection has one on the encoder's device).
+  Status FillRows(const zerovec::v1::UpsertRequest& req, uint32_t dim,
+                  std::span<float* const> rows, index::DeviceRowTargets* device,
+                  embed::EmbedReport* report);
   StatusOr<std::vector<std::vector<index::Hit>>> DoSearch(
       const std::string& collection,
       std::span<const zerovec::v1::Query* const> queries, int32_t k,
@@ -117,6 +132,8 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   SearchCoalescer* coalescer_;
   const Sweeper* sweeper_;
   std::atomic<uint64_t> touched_{0};
+  const bool text_queries_on_device_;
+  DeviceQueryPool device_queries_;
   std::atomic<int> in_flight_{0};
   const std::chrono::steady_clock::time_point started_;
   OpStatsRecorder embed_stats_;

@@ -21,13 +21,19 @@ namespace zv::tools {
 namespace {
 
 // --gpu-memory BYTES|auto (K/M/G suffixes, powers of 1024), --gpu-device N,
-// --gpu-batch-window-us US.
+// --gpu-batch-window-us US, --gpu-text-queries device|host.
 Status ParseGpuFlags(const Flags& flags, service::GpuServing* gpu) {
   ZV_ASSIGN_OR_RETURN(int64_t v, flags.GetInt("gpu-device", 0, 0, 63));
   gpu->device = static_cast<int>(v);
   ZV_ASSIGN_OR_RETURN(v, flags.GetInt("gpu-batch-window-us",
                                       gpu->batch_window.count(), 0, 100000));
   gpu->batch_window = std::chrono::microseconds(v);
+  const std::string text_queries = flags.Get("gpu-text-queries", "device");
+  if (text_queries != "device" && text_queries != "host") {
+    return InvalidArgumentError("--gpu-text-queries: device or host, not \"" +
+                                text_queries + "\"");
+  }
+  gpu->text_queries_on_device = text_queries == "device";
   if (!flags.Has("gpu-memory")) return OkStatus();
   gpu->enabled = true;
   const std::string text = flags.Get("gpu-memory");
@@ -182,6 +188,7 @@ int RunServe(const std::vector<std::string>& args) {
                              "gpu-memory",
                              "gpu-device",
                              "gpu-batch-window-us",
+                             "gpu-text-queries",
                              "sweep-interval-ms",
                              "cluster",
                              "node-id",

@@ -49,6 +49,7 @@ constexpr Command kCommands[] = {
           [--compact-tombstones F] [--compact-min-rows N]
           [--shutdown-grace-s N] [--group NAME] [--threads N]
           [--gpu-memory BYTES|auto] [--gpu-device N] [--gpu-batch-window-us N]
+          [--gpu-text-queries device|host]
           [--sweep-interval-ms N]
           [--cluster etcd://H:P[,H:P...] --node-id N [--advertise-host H]
            [--lease-ttl-s N] [--shard-timeout-ms N] [--allow-partial-results]]
@@ -72,6 +73,10 @@ constexpr Command kCommands[] = {
           and auto logs that it is off. --gpu-batch-window-us N (default 500,
           0 = off): concurrent searches of one collection with the same k and
           filter wait up to N us to run as one GPU batch.
+          --gpu-text-queries device|host (default device): text queries on a
+          mirrored collection are embedded into GPU memory and searched from
+          there (device), or embedded to the host and searched like vector
+          queries, coalesced (host).
 )"},
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]

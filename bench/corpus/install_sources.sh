@@ -44,6 +44,18 @@ if ! ls "$lists"/*_i18n_Translation-en* >/dev/null 2>&1 || [ ${#missing[@]} -gt 
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
+  # On a shared machine an upgrade or removal breaks others' work (2026-12-04: nodejs-doc
+  # removed nodesource's nodejs; openjdk-17-doc upgrades the JDK under Bazel servers;
+  # python3.11-doc, postgresql-doc-15 and linux-doc-6.1 upgrade python3.11, postgresql-15
+  # and linux-libc-dev). Refuse those; unpack such sources instead (PROVENANCE.md).
+  changes=$($SUDO apt-get -c "$conf" install -s --no-install-recommends "${missing[@]}" |
+    grep -E '^(Remv |Inst [^ ]+ \[)' || true)
+  if [ -n "$changes" ] && [ "${ALLOW_SYSTEM_CHANGES:-0}" != 1 ]; then
+    echo "error: installing ${missing[*]} would remove or upgrade installed packages:" >&2
+    echo "$changes" >&2
+    echo "unpack those sources (PROVENANCE.md, make_passages.py --extracted) or set ALLOW_SYSTEM_CHANGES=1" >&2
+    exit 1
+  fi
   echo "installing: ${missing[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive \
     apt-get -c "$conf" install -y --no-install-recommends "${missing[@]}"

@@ -151,7 +151,23 @@ def alpha_ratio(s):
 # Package metadata (provenance)
 
 
+# --extracted DIR: packages unpacked with `dpkg-deb -x X.deb DIR/<pkg>` (their version in
+# DIR/<pkg>.version) stand in for installed ones, for documentation packages whose
+# installation would upgrade the machine's python3.11, postgresql or openjdk.
+EXTRACTED = None
+
+
+def extracted_root(pkg):
+    if EXTRACTED and os.path.isdir(os.path.join(EXTRACTED, pkg)):
+        return os.path.join(EXTRACTED, pkg)
+    return None
+
+
 def dpkg_version(pkg):
+    root = extracted_root(pkg)
+    if root:
+        with open(root + ".version", encoding="utf-8") as f:
+            return f.read().strip() + " (unpacked, not installed)"
     try:
         out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg],
                              capture_output=True, text=True, check=False)
@@ -174,7 +190,7 @@ _LICENCE_SUMMARY = {
 
 
 def copyright_licence(pkg):
-    path = "/usr/share/doc/%s/copyright" % pkg
+    path = (extracted_root(pkg) or "") + "/usr/share/doc/%s/copyright" % pkg
     if pkg in _LICENCE_SUMMARY:
         return _LICENCE_SUMMARY[pkg]
     try:
@@ -833,8 +849,12 @@ def html_paragraphs(path):
 def package_files(pkg, pattern):
     """Files of an installed package matching a regex, sorted, symlinks
     resolved and de-duplicated."""
-    out = subprocess.run(["dpkg-query", "-L", pkg], capture_output=True,
-                         text=True, check=False).stdout.split("\n")
+    root = extracted_root(pkg)
+    if root:
+        out = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+    else:
+        out = subprocess.run(["dpkg-query", "-L", pkg], capture_output=True,
+                             text=True, check=False).stdout.split("\n")
     seen, files = set(), []
     for path in sorted(out):
         if not re.search(pattern, path) or not os.path.isfile(path):
@@ -1109,11 +1129,15 @@ def main():
                     help="fail if fewer unique passages come out")
     ap.add_argument("--provenance", default=None,
                     help="write a TSV: source, package, version, licence, passages")
+    ap.add_argument("--extracted", default=None,
+                    help="DIR of packages unpacked with dpkg-deb -x DIR/<pkg> (see EXTRACTED)")
     ap.add_argument("--only", default=None,
                     help="comma-separated namespaces (for testing)")
     args = ap.parse_args()
 
     only = set(args.only.split(",")) if args.only else None
+    global EXTRACTED
+    EXTRACTED = args.extracted
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     tmp = args.out + ".tmp"
     t0 = time.time()

@@ -8,12 +8,18 @@
 // 4. a batch of B queries: QPS against cuBLAS SGEMM alone over the same
 //    row tiles and shapes;
 // 5. C single and C batch queries against an exact CPU scan (all cores; its
-//    time per query printed beside).
+//    time per query printed beside);
+// 6. with --hnsw-m M (> 0): CPU HNSW (hnswlib, M, --hnsw-efc, built on all
+//    cores) over the same rows, efSearch doubled from 16 until recall@k
+//    against the exact scan reaches 0.95: one query's latency (one thread)
+//    and QPS over the batch (all cores) at that width.
 // Prints one "RESULT {...}" JSON line at the end.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <hnswlib/hnswlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +66,8 @@ struct Flags {
   bool l2 = false;
   int k = 10;
   int check = 5;
+  int hnsw_m = 0;  // 0: no CPU HNSW
+  int hnsw_efc = 64;
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -80,6 +88,10 @@ Flags ParseFlags(int argc, char** argv) {
       f.k = std::stoi(v);
     else if (a == "--check")
       f.check = std::stoi(v);
+    else if (a == "--hnsw-m")
+      f.hnsw_m = std::stoi(v);
+    else if (a == "--hnsw-efc")
+      f.hnsw_efc = std::stoi(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       std::exit(2);
@@ -313,6 +325,78 @@ void Print(const Flags& f, uint32_t stride, const std::string& mirror_desc,
       m.append_dev_ms);
 }
 
+// Runs fn(i) for i in [0, n) on every core.
+template <typename Fn>
+void ParallelFor(uint64_t n, Fn fn) {
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<uint64_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (uint64_t i; (i = next.fetch_add(1)) < n;) fn(i);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+// Issue 13's CPU HNSW beside the GPU: hnswlib over the same host rows.
+void CpuHnsw(const Flags& f, uint32_t stride, const float* host, const float* q,
+             int nq, const float* bq) {
+  std::unique_ptr<hnswlib::SpaceInterface<float>> space;
+  if (f.l2) {
+    space = std::make_unique<hnswlib::L2Space>(stride);
+  } else {
+    space = std::make_unique<hnswlib::InnerProductSpace>(stride);
+  }
+  hnswlib::HierarchicalNSW<float> index(space.get(), f.rows, f.hnsw_m,
+                                        f.hnsw_efc);
+  auto t0 = Clock::now();
+  index.addPoint(host, 0);
+  ParallelFor(f.rows - 1, [&](uint64_t i) {
+    index.addPoint(host + (i + 1) * stride, i + 1);
+  });
+  const double build_s = Ms(t0, Clock::now()) / 1e3;
+  const auto exact = CpuExact(host, f.rows, stride, q, nq, f.k, f.l2);
+  std::printf("CPU HNSW (hnswlib M %d efC %d, %u threads): built in %.1f s\n",
+              f.hnsw_m, f.hnsw_efc, std::thread::hardware_concurrency(),
+              build_s);
+  for (int ef = 16; ef <= 4096; ef *= 2) {
+    index.setEf(ef);
+    double hits = 0;
+    std::vector<double> lat;
+    for (int j = 0; j < nq; ++j) {
+      const auto a = Clock::now();
+      auto top = index.searchKnn(q + size_t(j) * stride, f.k);
+      lat.push_back(Ms(a, Clock::now()));
+      for (; !top.empty(); top.pop()) {
+        for (const Hit& h : exact[j])
+          hits += h.second == int64_t(top.top().second);
+      }
+    }
+    std::sort(lat.begin(), lat.end());
+    const double recall = hits / (double(nq) * f.k);
+    t0 = Clock::now();
+    ParallelFor(f.batch,
+                [&](uint64_t j) { index.searchKnn(bq + j * stride, f.k); });
+    const double batch_ms = Ms(t0, Clock::now());
+    std::printf(
+        "CPU HNSW ef %d: recall@%d %.3f, one query p50 %.3f ms, batch %d on"
+        " all cores %.1f ms = %.0f QPS\n",
+        ef, f.k, recall, lat[lat.size() / 2], f.batch, batch_ms,
+        f.batch / (batch_ms * 1e-3));
+    if (recall >= 0.95) {
+      std::printf(
+          "RESULT_HNSW {\"rows\": %llu, \"m\": %d, \"efc\": %d,"
+          " \"build_s\": %.1f, \"ef\": %d, \"recall\": %.3f,"
+          " \"p50_ms\": %.3f, \"qps\": %.0f}\n",
+          (unsigned long long)f.rows, f.hnsw_m, f.hnsw_efc, build_s, ef, recall,
+          lat[lat.size() / 2], f.batch / (batch_ms * 1e-3));
+      return;
+    }
+  }
+  std::printf("CPU HNSW: recall 0.95 not reached by ef 4096\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -377,6 +461,7 @@ int main(int argc, char** argv) {
   Compare(CpuExact(host.get(), f.rows, stride, bq, m.checked, k, f.l2),
           dist.data(), rows.data(), k, &m.batch);
   Print(f, stride, mirror.description(), m);
+  if (f.hnsw_m > 0) CpuHnsw(f, stride, host.get(), q.data(), 50, bq);
   cudaFree(qdev);
   cudaFree(gen);
   return 0;

@@ -8,9 +8,14 @@
 //      with --gpu-batch-window-us W and with 0 (coalescing off): QPS, p50,
 //      p99, and the server's GPU batches (queries per batch).
 //
+//   4. with --model DIR --text: the clients send text queries instead (dim
+//      must be the model's), the server started with that model on the GPU
+//      and --gpu-text-queries device (embedded into GPU memory and searched
+//      from there) and again with host (embedded to the host, coalesced).
+//
 //   gpu_serve_bench --zerovec bin/zerovec --rows 1000000 [--dim 384]
 //       [--clients 1,16,64,256] [--seconds 5] [--window-us 500]
-//       [--restart-only] [--dir /tmp/zv-gpu-serve]
+//       [--restart-only] [--dir /tmp/zv-gpu-serve] [--model DIR --text]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,11 +103,21 @@ struct Child {
   std::string log;
 };
 
-Child Serve(const std::string& zerovec, const fs::path& dir, int window_us) {
+// What the clients send and how the server embeds text queries.
+struct Mode {
+  std::string model = "none";
+  bool text = false;
+  std::string text_queries = "device";  // serve --gpu-text-queries
+};
+
+Child Serve(const std::string& zerovec, const fs::path& dir, int window_us,
+            const Mode& mode) {
   Child c;
   const fs::path port_file = dir / "port";
   fs::remove(port_file);
-  c.log = (dir / ("serve-" + std::to_string(window_us) + ".log")).string();
+  c.log = (dir /
+           ("serve-" + std::to_string(window_us) + mode.text_queries + ".log"))
+              .string();
   const auto t0 = Clock::now();
   c.pid = ::fork();
   if (c.pid == 0) {
@@ -110,9 +125,10 @@ Child Serve(const std::string& zerovec, const fs::path& dir, int window_us) {
     const std::string w = std::to_string(window_us);
     freopen(c.log.c_str(), "w", stderr);
     execl(zerovec.c_str(), zerovec.c_str(), "serve", "--data", data.c_str(),
-          "--listen", "127.0.0.1:0", "--model", "none", "--port-file",
-          pf.c_str(), "--max-concurrent-requests", "4096", "--gpu-memory",
-          "auto", "--gpu-batch-window-us", w.c_str(),
+          "--listen", "127.0.0.1:0", "--model", mode.model.c_str(),
+          "--port-file", pf.c_str(), "--max-concurrent-requests", "4096",
+          "--gpu-memory", "auto", "--gpu-batch-window-us", w.c_str(),
+          "--gpu-text-queries", mode.text_queries.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -151,7 +167,8 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
-void Load(int port, int clients, int seconds, uint32_t dim, int window_us) {
+void Load(int port, int clients, int seconds, uint32_t dim, int window_us,
+          const Mode& mode) {
   std::vector<std::vector<double>> lat(clients);
   std::vector<uint64_t> errors(clients, 0);
   std::vector<std::thread> threads;
@@ -173,9 +190,15 @@ void Load(int port, int clients, int seconds, uint32_t dim, int window_us) {
         pb::SearchRequest req;
         req.set_collection("bench");
         req.set_k(10);
-        RandomUnit(1000000007ull * (t + 1) + i, q.data(), dim);
-        *req.mutable_query()->mutable_vector()->mutable_values() = {q.begin(),
-                                                                    q.end()};
+        if (mode.text) {
+          req.mutable_query()->set_text("what is the meaning of question " +
+                                        std::to_string(t) + " number " +
+                                        std::to_string(i));
+        } else {
+          RandomUnit(1000000007ull * (t + 1) + i, q.data(), dim);
+          *req.mutable_query()->mutable_vector()->mutable_values() = {q.begin(),
+                                                                      q.end()};
+        }
         grpc::ClientContext ctx;
         pb::SearchResponse resp;
         const auto t0 = Clock::now();
@@ -199,8 +222,9 @@ void Load(int port, int clients, int seconds, uint32_t dim, int window_us) {
   const uint64_t queries =
       after.gpu_batched_queries() - before.gpu_batched_queries();
   std::printf(
-      "RESULT window_us=%d clients=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f "
+      "RESULT %swindow_us=%d clients=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f "
       "errors=%llu queries_per_gpu_batch=%.2f\n",
+      mode.text ? ("text_queries=" + mode.text_queries + " ").c_str() : "",
       window_us, clients, n / secs, Percentile(all, 0.5), Percentile(all, 0.99),
       static_cast<unsigned long long>(errs),
       batches ? double(queries) / batches : 0.0);
@@ -212,10 +236,13 @@ void Load(int port, int clients, int seconds, uint32_t dim, int window_us) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> kv;
   bool restart_only = false;
+  Mode mode;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--restart-only") {
       restart_only = true;
+    } else if (a == "--text") {
+      mode.text = true;
     } else if (i + 1 < argc) {
       kv[a] = argv[++i];
     }
@@ -228,6 +255,7 @@ int main(int argc, char** argv) {
   const uint32_t dim = std::stoul(get("--dim", "384"));
   const int seconds = std::stoi(get("--seconds", "5"));
   const int window = std::stoi(get("--window-us", "500"));
+  mode.model = get("--model", "none");
   const fs::path dir =
       get("--dir", "/tmp/zv-gpu-serve-" + std::to_string(rows));
   fs::remove_all(dir);
@@ -242,11 +270,16 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(rows), dim, Since(t0));
   std::fflush(stdout);
 
-  std::vector<int> windows = {window};
-  if (window != 0) windows.push_back(0);
-  if (restart_only) windows = {window};
-  for (int w : windows) {
-    Child c = Serve(zerovec, dir, w);
+  // (window, text query path) per server run.
+  std::vector<std::pair<int, std::string>> runs = {{window, "device"}};
+  if (mode.text) {
+    runs.push_back({window, "host"});
+  } else if (window != 0 && !restart_only) {
+    runs.push_back({0, "device"});
+  }
+  for (const auto& [w, text_queries] : runs) {
+    mode.text_queries = text_queries;
+    Child c = Serve(zerovec, dir, w, mode);
     if (c.port == 0) {
       std::fprintf(stderr, "gpu_serve_bench: serve did not start:\n%s",
                    Grep(c.log, "").c_str());
@@ -260,7 +293,7 @@ int main(int argc, char** argv) {
     if (!restart_only) {
       std::stringstream list(get("--clients", "1,16,64,256"));
       for (std::string item; std::getline(list, item, ',');)
-        Load(c.port, std::stoi(item), seconds, dim, w);
+        Load(c.port, std::stoi(item), seconds, dim, w, mode);
     }
     Stop(c);
   }

@@ -54,6 +54,22 @@ def make_tokenizer(model_dir):
     return None, "; ".join(errors)[:600]
 
 
+def measure_ceiling_and_tokenizer(args, res, buckets, texts):
+    res["gemm_tflops_fp16"] = gemm_ceiling(torch.float16)
+    res["gemm_tflops_bf16"] = gemm_ceiling(torch.bfloat16)
+    print("torch GEMM 8192^3: fp16 %.0f, bf16 %.0f TFLOP/s" % (res["gemm_tflops_fp16"], res["gemm_tflops_bf16"]),
+          flush=True)
+    tok, res["hf_tokenizer"] = make_tokenizer(args.model)
+    print("tokenizer:", res["hf_tokenizer"], flush=True)
+    if tok is not None:
+        mism = 0
+        for b in buckets:
+            enc = tok(texts[b], truncation=True, max_length=256)["input_ids"]
+            mism += sum(1 for x, y in zip(enc, buckets[b]) if list(x) != list(y))
+        res["hf_tokenizer_mismatched"] = mism
+        print("HF tokenizer: %d texts differ from the reference ids" % mism, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -64,6 +80,8 @@ def main():
     ap.add_argument("--batches", default="1,32,256,4096")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--points", default="medium:256,long:4096")
+    ap.add_argument("--vectors-only", action="store_true",
+                    help="only the --ours-vectors check (no GEMM ceiling, tokenizer or timings)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
 
@@ -112,20 +130,8 @@ def main():
         save()
         return
 
-    res["gemm_tflops_fp16"] = gemm_ceiling(torch.float16)
-    res["gemm_tflops_bf16"] = gemm_ceiling(torch.bfloat16)
-    print("torch GEMM 8192^3: fp16 %.0f, bf16 %.0f TFLOP/s" % (res["gemm_tflops_fp16"], res["gemm_tflops_bf16"]),
-          flush=True)
-
-    tok, res["hf_tokenizer"] = make_tokenizer(args.model)
-    print("tokenizer:", res["hf_tokenizer"], flush=True)
-    if tok is not None:
-        mism = 0
-        for b in buckets:
-            enc = tok(texts[b], truncation=True, max_length=256)["input_ids"]
-            mism += sum(1 for x, y in zip(enc, buckets[b]) if list(x) != list(y))
-        res["hf_tokenizer_mismatched"] = mism
-        print("HF tokenizer: %d texts differ from the reference ids" % mism, flush=True)
+    if not args.vectors_only:
+        measure_ceiling_and_tokenizer(args, res, buckets, texts)
 
     with torch.inference_mode():
         # Same vectors?
@@ -149,6 +155,8 @@ def main():
             del ref32
             torch.cuda.empty_cache()
         save()
+        if args.vectors_only:
+            return
 
         for bucket, seqs in buckets.items():
             for bs in batches:

@@ -300,6 +300,64 @@ TEST(GpuServeTest, CoalescedSearchesEqualTheCpu) {
   CheckAgainstCpu(s, data, "coalescing off, 48 clients", 48);
 }
 
+// The stored vector of `id` is what the model makes of `text`.
+void ExpectStored(RunningServer& s, const std::string& coll,
+                  const std::string& id, const std::string& text) {
+  grpc::ClientContext ctx;
+  pb::GetRequest req;
+  req.set_collection(coll);
+  req.add_ids(id);
+  req.set_include_vectors(true);
+  pb::GetResponse resp;
+  ASSERT_TRUE(s.stub->Get(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.items_size(), 1) << id;
+  const std::vector<float> want = Embed(s, text);
+  ASSERT_EQ(resp.items(0).vector_size(), static_cast<int>(want.size()));
+  std::vector<float> got(resp.items(0).vector().begin(),
+                         resp.items(0).vector().end());
+  EXPECT_GT(
+      testing::Cosine(got.data(), want.data(), static_cast<int>(want.size())),
+      0.999)
+      << id;
+}
+
+// Text and vector items in one request: the text rows come from the device,
+// the vector rows from the host, interleaved in the mirror. Each vector item
+// is found by its own vector on the GPU; each text item is stored as embedded.
+void UpsertMixed(RunningServer& s, const std::string& coll) {
+  grpc::ClientContext ctx;
+  pb::UpsertRequest req;
+  req.set_collection(coll);
+  std::vector<std::vector<float>> vectors(10);
+  for (int i = 0; i < 10; ++i) {
+    pb::Item* item = req.add_items();
+    item->set_id("m" + std::to_string(i));
+    if (i % 2 == 0) {
+      item->set_text("mixed request text number " + std::to_string(i));
+    } else {
+      vectors[i] = Embed(s, "a vector item about volcano " + std::to_string(i));
+      *item->mutable_vector() = {vectors[i].begin(), vectors[i].end()};
+    }
+  }
+  pb::UpsertResponse resp;
+  ASSERT_TRUE(s.stub->Upsert(&ctx, req, &resp).ok());
+  for (int i = 0; i < 10; ++i) {
+    const std::string id = "m" + std::to_string(i);
+    if (i % 2 == 0) {
+      ExpectStored(s, coll, id, req.items(i).text());
+      continue;
+    }
+    Case c;
+    c.vector = vectors[i];
+    grpc::ClientContext sctx;
+    pb::SearchResponse got;
+    ASSERT_TRUE(s.stub->Search(&sctx, RequestOf(coll, c, 1), &got).ok());
+    ASSERT_EQ(got.hits_size(), 1);
+    EXPECT_EQ(got.hits(0).id(), id);
+    EXPECT_NEAR(got.hits(0).score(), 1.0f, 1e-4f) << id;
+  }
+}
+
 TEST(GpuServeTest, TextQueriesEqualTheCpu) {
   SKIP_WITHOUT_GPU();
   if (testing::BundledModelDir().empty()) GTEST_SKIP() << "no bundled model";
@@ -323,6 +381,13 @@ TEST(GpuServeTest, TextQueriesEqualTheCpu) {
   pb::UpsertResponse resp;
   ASSERT_TRUE(s.stub->Upsert(&ctx, req, &resp).ok());
   ASSERT_TRUE(Describe(s, "txt").gpu_mirrored()) << logged.All();
+  // The encoder wrote them into the mirror; the segment got copies.
+  EXPECT_EQ(Describe(s, "txt").gpu_rows_from_device(), 400u);
+  for (int i : {0, 7, 399}) {
+    ExpectStored(s, "txt", "t" + std::to_string(i), req.items(i).text());
+  }
+  UpsertMixed(s, "txt");
+  EXPECT_EQ(Describe(s, "txt").gpu_rows_from_device(), 405u);
   for (const char* q : {"a large stream of water", "flying machine"}) {
     Case c;
     c.text = q;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -116,12 +117,19 @@ class Bm25 {
   double avg_len_ = 1;
 };
 
-TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
+struct HeldOutScore {
+  size_t queries = 0, docs = 0;
+  double model_recall = 0, bm25_recall = 0;
+};
+
+// Recall@10 of gloss -> lemma retrieval over all held-out WordNet synsets, for
+// `model` through the C++ CPU encoder and for BM25 (words) on the same data.
+HeldOutScore ScoreHeldOut(const char* model) {
   std::vector<Pair> pairs;
   for (auto& j : ReadJsonl("tests/data/heldout_gloss_lemma.jsonl")) {
     pairs.push_back({j["query"], j["doc"]});
   }
-  ASSERT_GT(pairs.size(), 5000u);
+  EXPECT_GT(pairs.size(), 5000u);
   std::vector<std::string> docs;
   std::unordered_map<std::string, int> doc_index;
   for (auto& p : pairs) {
@@ -129,9 +137,11 @@ TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
   }
   std::vector<std::string> queries;
   for (auto& p : pairs) queries.push_back(p.query);
-
-  auto embedder = CpuEmbedder();
-  ASSERT_NE(embedder, nullptr);
+  HeldOutScore score;
+  score.queries = queries.size();
+  score.docs = docs.size();
+  auto embedder = CpuEmbedder(model);
+  if (embedder == nullptr || queries.empty()) return score;
   const int dim = embedder->info().dim;
   const std::vector<float> q = Embed(*embedder, queries);
   const std::vector<float> d = Embed(*embedder, docs);
@@ -156,16 +166,22 @@ TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
                    top_lexical.end();
     }
   }
-  const double model_recall = double(model_hits) / queries.size();
-  const double bm25_recall = double(bm25_hits) / queries.size();
-  std::printf("held-out synsets: %zu queries, %zu documents\n", queries.size(),
-              docs.size());
-  std::printf("recall@10  zerovec-mini (C++ CPU encoder): %.3f\n",
-              model_recall);
-  std::printf("recall@10  BM25 (words):                   %.3f\n", bm25_recall);
+  score.model_recall = double(model_hits) / queries.size();
+  score.bm25_recall = double(bm25_hits) / queries.size();
+  std::printf("held-out synsets: %zu queries, %zu documents\n", score.queries,
+              score.docs);
+  std::printf("recall@10  %s (C++ CPU encoder): %.3f\n", model,
+              score.model_recall);
+  std::printf("recall@10  BM25 (words):                   %.3f\n",
+              score.bm25_recall);
+  return score;
+}
+
+TEST(ModelQualityTest, HeldOutGlossToLemmaRecallBeatsBm25) {
+  const HeldOutScore mini = ScoreHeldOut(kModel);
   // Training-time evaluation (PyTorch, same split): 0.588 vs 0.187.
-  EXPECT_GT(model_recall, 0.5);
-  EXPECT_GT(model_recall, bm25_recall + 0.2);
+  EXPECT_GT(mini.model_recall, 0.5);
+  EXPECT_GT(mini.model_recall, mini.bm25_recall + 0.2);
 }
 
 // Real text never trained on (tools/model/make_manpage_eval.py): 227 questions
@@ -223,6 +239,24 @@ TEST(ModelQualityTest, ManPageQuestionsFindTheirPage) {
   ASSERT_GE(mini.queries, 200);
   EXPECT_GE(mini.dense_hit10, 150);
   EXPECT_GE(mini.bm25_hit10, 190);  // the baseline itself, as measured
+}
+
+// Issue 20's bars for the larger model, models/zerovec-l6
+// (tools/model/README.md), when that folder is there: held-out recall@10 >=
+// 0.75 and, on the man pages, dense hit@10 >= BM25 hit@10. Skipped without it
+// (it is git-ignored until it becomes the default; then this test holds it to
+// the bars).
+constexpr char kL6[] = "models/zerovec-l6";
+
+TEST(ModelQualityTest, ZerovecL6MeetsIssue20Bars) {
+  if (!std::filesystem::exists(std::string(kL6) + "/model.safetensors")) {
+    GTEST_SKIP() << kL6 << " is not here (train it: tools/model/device_l6.sh)";
+  }
+  const HeldOutScore held = ScoreHeldOut(kL6);
+  EXPECT_GE(held.model_recall, 0.75);
+  const ManPageScore man = ScoreManPages(kL6);
+  ASSERT_GE(man.queries, 200);
+  EXPECT_GE(man.dense_hit10, man.bm25_hit10);
 }
 
 TEST(ModelQualityTest, EverydayQueriesFindWhatAPersonWouldPick) {

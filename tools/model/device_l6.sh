@@ -1,35 +1,126 @@
 #!/usr/bin/env bash
-# The default model zerovec-l6 (issue 20) on the GPU machine, one call. Here first:
-#   python3 tools/model/make_pairs.py && python3 tools/model/make_corpus_pairs.py
-#   python3 tools/model/make_manpage_eval.py
-# then with tools/model/work carried:
-#   bash tools/model/device_l6.sh smoke|full [MLM_MINUTES] [CONTRASTIVE_MINUTES]
-# full: trains, evaluates and exports models/zerovec-l6, writes its reference vectors
-# (tests/data/reference/zerovec-l6.jsonl) and packs everything into $OUT as
-# l6.tar.part-* (the model is larger than one returned file may be).
+# zerovec-l6 (issue 20) on the GPU machine, in bounded calls with a checkpoint between
+# them. Here first (tools/model/README.md, "zerovec-l6"):
+#   python3 tools/model/make_pairs.py && python3 tools/model/make_pairs.py --xz --out tools/model/work/l6
+#   python3 tools/model/make_corpus_pairs.py --out tools/model/work/l6 --mlm-out tools/model/work/l6-mlm
+#   mv tools/model/work/l6/vocab_corpus.txt.xz tools/model/work/l6-mlm/
+#   rm tools/model/work/l6/heldout.jsonl tools/model/work/l6/stats.json
+# Then, on the GPU machine:
+#   smoke                  a tiny fresh run and a tiny resumed run (about 90 s)
+#   full MLM_MIN CON_MIN   call 1, carry tools/model/work/l6 and tools/model/work/l6-mlm:
+#                          smoke, vocabulary, MLM, contrastive; exports models/zerovec-l6
+#   resume CON_MIN         call 2, carry tools/model/work/l6 and models/zerovec-l6 (call 1's,
+#                          unpacked): smoke, contrastive from that checkpoint, reference vectors
+# Each call ends by WALL seconds (default 560) after it starts: contrastive training stops
+# early enough for export, evaluation and packing (train.py --stop-at). The model and the
+# results are packed into $OUT as l6.tar.part-* (15 MiB each); unpack here with
+#   cat FILES_AT/l6.tar.part-* | tar xf -      (in the repository root)
 set -u
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=true
+T0=$(date +%s)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=true PYTHONUNBUFFERED=1
 MODE=${1:-smoke}
-MLM=${2:-2.3}
-CON=${3:-2.7}
-W=tools/model/work
-SHAPE=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-len 128 --max-positions 512
-       --vocab-size 8192 --lr 3e-4 --warmup 200 --name zerovec-l6 --texts $W/texts.tsv.xz)
+WALL=${WALL:-560}
+W=tools/model/work/l6      # WordNet pairs and the corpus texts that make pairs: every call
+M=tools/model/work/l6-mlm  # WordNet text and the texts in no pair (vocabulary, MLM): call 1
+CKPT=models/zerovec-l6
 R=tools/model/results
+TRAIN=(python3 tools/model/train.py --work "$W" --texts "$W/texts.tsv.xz" --name zerovec-l6
+       --max-len 128 --lr 3e-4 --warmup 200 --batch 1024 --length-buckets 4
+       --source-weights wordnet=3,package-summary=3 --hard-negatives-both 1)
+FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size 8192
+       --mlm-texts "$M/mlm_texts.tsv.xz" --vocab-corpus "$M/vocab_corpus.txt.xz")
 mkdir -p "$R"
+
+elapsed() { echo $(( $(date +%s) - T0 )); }
+need() {
+  for f in "$@"; do
+    [ -e "$f" ] || { echo "ERROR: $f is missing (carry it; see the top of $0)"; exit 2; }
+  done
+}
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar cf - "$@" | split -b 15M - "$OUT/l6.tar.part-"
+  ls -la "$OUT"
+}
+fail() {
+  echo "ERROR: $1 failed ($(elapsed)s); the end of its log:"
+  tail -40 "$2"
+  pack "$R"/*l6*.log
+  exit 1
+}
+smoke_fresh() {
+  "${TRAIN[@]}" "${FRESH[@]}" --out /tmp/l6s --results /tmp/l6s-r --smoke 5000 --mlm-minutes 0.05 \
+    --minutes 0.15 --hard-negatives-at 0.3 --hard-negative-sample 4000 > "$R/smoke-l6-fresh.log" 2>&1 &&
+    grep -q SUMMARY "$R/smoke-l6-fresh.log"
+}
+smoke_resume() {
+  "${TRAIN[@]}" --resume-from "$1" --out /tmp/l6r --results /tmp/l6r-r --smoke 5000 --minutes 0.1 \
+    --hard-negatives-at 0,0.5 --hard-negative-sample 4000 > "$R/smoke-l6-resume.log" 2>&1 &&
+    grep -q SUMMARY "$R/smoke-l6-resume.log"
+}
+
 python3 -c 'import sys,torch,transformers,tokenizers;print(sys.version.split()[0],"torch",torch.__version__,"transformers",transformers.__version__,"tokenizers",tokenizers.__version__)' | tee "$R/device-l6.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$R/device-l6.txt"
-if [ "$MODE" = smoke ]; then
-  python3 tools/model/train.py --work $W --out /tmp/l6 --results /tmp/l6r "${SHAPE[@]}" \
-    --smoke 20000 --mlm-minutes 0.15 --minutes 0.2 --hard-negative-sample 5000 2>&1 | tail -30
-  exit
-fi
-python3 tools/model/train.py --work $W --out models/zerovec-l6 --results "$R" "${SHAPE[@]}" \
-  --mlm-minutes "$MLM" --minutes "$CON" > "$R/train-l6.log" 2>&1 || echo "FAILED train"
-tail -20 "$R/train-l6.log"
-python3 tools/model/make_reference.py --only zerovec-l6 > "$R/reference-l6.log" 2>&1 || echo "FAILED reference"
-tail -c 1500 "$R/reference-l6.log"
-if [ -n "${OUT:-}" ]; then
-  tar cf - models/zerovec-l6 tests/data/reference/zerovec-l6.jsonl "$R"/*l6* | split -b 15M - "$OUT/l6.tar.part-"
-  ls -la "$OUT"
-fi
+
+case "$MODE" in
+smoke)
+  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
+  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
+  grep SUMMARY "$R/smoke-l6-fresh.log"
+  smoke_resume /tmp/l6s || fail "smoke (resume)" "$R/smoke-l6-resume.log"
+  grep SUMMARY "$R/smoke-l6-resume.log"
+  echo "smoke passed ($(elapsed)s)"
+  ;;
+full)
+  MLM=${2:-1.5}
+  CON=${3:-99}
+  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
+  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
+  echo "smoke passed ($(elapsed)s)"
+  # Call 2's path, checked now so that a fix can land before call 2; it runs beside the
+  # training's CPU-bound start (vocabulary, tokenization), and call 1 goes on regardless.
+  smoke_resume /tmp/l6s &
+  RESUME_SMOKE=$!
+  # 45 s are left for export, evaluation and packing
+  "${TRAIN[@]}" "${FRESH[@]}" --out "$CKPT" --results "$R" --mlm-minutes "$MLM" --minutes "$CON" \
+    --stop-at $((T0 + WALL - 45)) --hard-negatives-at 0.5 --lr-range 1,0.5 \
+    --eval-file zerovec-l6-eval-call1.json > "$R/train-l6-call1.log" 2>&1 || echo "FAILED train ($(elapsed)s)"
+  if wait "$RESUME_SMOKE"; then
+    echo "resume smoke passed"
+  else
+    echo "WARNING: resume smoke failed, fix before call 2:"
+    tail -25 "$R/smoke-l6-resume.log"
+  fi
+  grep -E "vocab|data|mlm \{|hard negatives|trained|SUMMARY" "$R/train-l6-call1.log" | cut -c1-600
+  tail -3 "$R/train-l6-call1.log" | cut -c1-300
+  pack "$CKPT" "$R"/*l6*
+  ;;
+resume)
+  CON=${2:-99}
+  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$CKPT/model.safetensors" "$CKPT/vocab.txt"
+  smoke_resume "$CKPT" || fail "smoke (resume)" "$R/smoke-l6-resume.log"
+  echo "smoke passed ($(elapsed)s)"
+  # 110 s are left for export, evaluation, the reference vectors and packing
+  "${TRAIN[@]}" --resume-from "$CKPT" --out "$CKPT" --results "$R" --minutes "$CON" \
+    --stop-at $((T0 + WALL - 110)) --hard-negatives-at 0,0.5 --lr-range 0.5,0 --warmup 100 \
+    --eval-file zerovec-l6-eval.json > "$R/train-l6-call2.log" 2>&1 || echo "FAILED train ($(elapsed)s)"
+  grep -E "vocab|data|hard negatives|trained|SUMMARY" "$R/train-l6-call2.log" | cut -c1-600
+  tail -3 "$R/train-l6-call2.log" | cut -c1-300
+  LEFT=$((T0 + WALL - 15 - $(date +%s)))
+  if [ "$LEFT" -gt 20 ]; then
+    timeout "$LEFT" python3 tools/model/make_reference.py --only zerovec-l6 > "$R/reference-l6.log" 2>&1 ||
+      echo "FAILED or timed out: reference vectors ($(elapsed)s)"
+    tail -c 1200 "$R/reference-l6.log"
+  else
+    echo "no time left for the reference vectors"
+  fi
+  REF=()
+  [ -f tests/data/reference/zerovec-l6.jsonl ] && REF=(tests/data/reference/zerovec-l6.jsonl)
+  pack "$CKPT" "${REF[@]}" "$R"/*l6*
+  ;;
+*)
+  echo "usage: $0 smoke | full [MLM_MIN] [CON_MIN] | resume [CON_MIN]"
+  exit 2
+  ;;
+esac
+echo "done ($(elapsed)s)"

@@ -22,6 +22,7 @@ import copy
 import gzip
 import heapq
 import json
+import lzma
 import math
 import os
 import random
@@ -60,9 +61,20 @@ def log(*a):
 
 # ----------------------------------------------------------------------------- data
 
+def open_text(path):
+    """path, or its .xz twin when only that exists (pack_l6.py's slimmer copies)."""
+    if not os.path.exists(path) and path.endswith(".gz") and os.path.exists(path[:-3] + ".xz"):
+        path = path[:-3] + ".xz"
+    if path.endswith(".xz"):
+        return lzma.open(path, "rt", encoding="utf-8")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, "r", encoding="utf-8")
+
+
 def load_pairs(path):
     kinds, groups, a, b = [], [], [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         for line in fh:
             k, g, x, y = line.rstrip("\n").split("\t")
             kinds.append(k)
@@ -75,6 +87,43 @@ def load_pairs(path):
 def load_jsonl(path):
     with open(path, "r", encoding="utf-8") as fh:
         return [json.loads(l) for l in fh if l.strip()]
+
+
+# make_pairs.py's kinds: the "wordnet" source of --source-weights.
+WORDNET_KINDS = {"names-gloss", "lemma-gloss", "gloss-example", "names-example", "hyponym-hypernym", "synonym"}
+
+
+def parse_weights(spec):
+    """"wordnet=3,package-summary=2" -> {"wordnet": 3.0, "package-summary": 2.0}."""
+    out = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, eq, w = item.partition("=")
+        if not eq or float(w) < 0:
+            raise SystemExit("--source-weights: expected NAME=WEIGHT >= 0, got %r" % item)
+        out[name.strip()] = float(w)
+    return out
+
+
+def kind_weight(kind, weights):
+    """A pair kind's sampling weight: its own, else its source's ("wordnet"), else 1."""
+    if kind in weights:
+        return weights[kind]
+    return weights.get("wordnet" if kind in WORDNET_KINDS else kind, 1.0)
+
+
+def weighted_order(w, gen):
+    """One epoch: pair i repeated floor(w[i]) times, plus once more with probability
+    frac(w[i]), shuffled (CPU)."""
+    reps = w.floor() + (torch.rand(w.numel(), generator=gen) < (w - w.floor())).float()
+    order = torch.repeat_interleave(torch.arange(w.numel()), reps.long())
+    return order[torch.randperm(order.numel(), generator=gen)]
+
+
+def weighted_sample(w, n, gen):
+    """min(n, len(w)) distinct indices drawn with probability proportional to w
+    (Efraimidis-Spirakis: the largest u ** (1 / w), compared as log(u) / w)."""
+    keys = torch.rand(w.numel(), generator=gen).clamp_min(1e-12).log() / w.clamp_min(1e-12)
+    return keys.topk(min(n, w.numel())).indices
 
 
 def make_tokenizer(vocab_path, max_len):
@@ -117,6 +166,19 @@ def embed(model, ids, lens):
     m = mask.unsqueeze(-1).to(out.dtype)
     e = (out * m).sum(1) / m.sum(1)
     return F.normalize(e.float(), dim=-1)
+
+
+def embed_bucketed(model, ids, lens, buckets):
+    """embed() of a training batch in `buckets` length-sorted slices, each padded only to
+    its own longest text: most pairs are short, and one long passage would otherwise pad
+    the whole batch to --max-len."""
+    if buckets <= 1:
+        return embed(model, ids, lens)
+    order = torch.argsort(lens)
+    parts = [embed(model, ids[p], lens[p]) for p in order.chunk(buckets)]
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    return torch.cat(parts)[inverse]
 
 
 @torch.no_grad()
@@ -315,9 +377,12 @@ def mlm_pretrain(model, tok, texts, vocab_tokens, args, device, minutes):
 
 
 @torch.no_grad()
-def mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device):
-    """For `sample` pair indices: the b-text of another group that the model now ranks
-    highest for each pair's a-text (a mined hard negative), or -1."""
+def mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device, both=False):
+    """For `sample` pair indices: (hb, ha). hb: the b-text of another group that the model
+    now ranks highest for each pair's a-text (a mined hard negative), or -1. ha (with
+    `both`, else None): the same the other way, the a-text of another group ranked highest
+    for the pair's b-text; for WordNet that is a wrong lemma list for a gloss, the direction
+    of the held-out gloss -> lemma evaluation."""
     model.eval()
 
     def enc(idx):
@@ -328,19 +393,24 @@ def mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device):
                 out.append(embed(model, ids[j], lens[j]).to(torch.bfloat16))
         return torch.cat(out)
 
-    A = enc(pa[sample])
-    Bv = enc(pb[sample])
-    g = pg[sample]
-    hn = torch.full((len(sample),), -1, dtype=torch.long, device=device)
-    for s in range(0, len(sample), 4096):
-        sims = (A[s:s + 4096] @ Bv.T).float()
-        top = sims.topk(8, dim=1).indices
-        ok = g[top] != g[s:s + 4096, None]
-        first = torch.where(ok.any(1), ok.float().argmax(1), torch.full_like(ok[:, 0], -1, dtype=torch.long))
-        pick = torch.where(first >= 0, top.gather(1, first.clamp(min=0)[:, None])[:, 0], first)
-        hn[s:s + 4096] = torch.where(pick >= 0, pb[sample][pick.clamp(min=0)], pick)
+    ta, tb, g = pa[sample], pb[sample], pg[sample]
+    A, Bv = enc(ta), enc(tb)
+
+    def pick(Q, D, d_text):
+        hn = torch.full((len(sample),), -1, dtype=torch.long, device=device)
+        for s in range(0, len(sample), 4096):
+            top = (Q[s:s + 4096] @ D.T).float().topk(8, dim=1).indices
+            # another group, and not the pair's own positive text seen under another group
+            ok = (g[top] != g[s:s + 4096, None]) & (d_text[top] != d_text[s:s + 4096, None])
+            first = torch.where(ok.any(1), ok.float().argmax(1), torch.full_like(ok[:, 0], -1, dtype=torch.long))
+            pick_ = torch.where(first >= 0, top.gather(1, first.clamp(min=0)[:, None])[:, 0], first)
+            hn[s:s + 4096] = torch.where(pick_ >= 0, d_text[pick_.clamp(min=0)], pick_)
+        return hn
+
+    hb = pick(A, Bv, tb)
+    ha = pick(Bv, A, ta) if both else None
     model.train()
-    return hn
+    return hb, ha
 
 
 def manpage_eval(model, tok, path, args, device):
@@ -394,15 +464,213 @@ def export(model, vocab_path, out, args):
         return {"error": repr(e)}
 
 
+# ----------------------------------------------------------------------------- main steps
+
+def build_vocab(args, corpus_texts, vocab_path):
+    """WordPiece vocabulary on the WordNet corpus plus (with --texts) the corpus texts."""
+    import vocab as vocab_mod
+    import tempfile
+    vocab_corpus = args.vocab_corpus
+    if corpus_texts or not os.path.exists(vocab_corpus):
+        vocab_corpus = os.path.join(tempfile.mkdtemp(), "vocab_corpus.txt.gz")
+        with gzip.open(vocab_corpus, "wt", encoding="utf-8") as out, open_text(args.vocab_corpus) as wn:
+            for line in wn:
+                out.write(line)
+            for _, t in corpus_texts:
+                out.write(t + "\n")
+    tokens, n_learned = vocab_mod.train(vocab_corpus, args.vocab_size, "compact")
+    with open(vocab_path, "w", encoding="utf-8") as fh:
+        fh.write("".join(t + "\n" for t in tokens))
+    return tokens, n_learned
+
+
+def load_training_data(args, tok, corpus_texts, device):
+    """Pairs (WordNet, plus the corpus pairs with --texts), tokenized; each pair's
+    sampling weight (--source-weights) and kind number."""
+    t0 = time.time()
+    kinds, groups, ta, tb = load_pairs(os.path.join(args.work, "pairs.tsv.gz"))
+    if args.smoke:
+        kinds, groups, ta, tb = kinds[: args.smoke], groups[: args.smoke], ta[: args.smoke], tb[: args.smoke]
+    if corpus_texts:
+        import make_corpus_pairs
+        base = max(groups) + 1
+        for k, g, a, b in make_corpus_pairs.corpus_pairs(corpus_texts, base):
+            kinds.append(k)
+            groups.append(g)
+            ta.append(a)
+            tb.append(b)
+    uniq = {}
+    for t in ta + tb:
+        if t not in uniq:
+            uniq[t] = len(uniq)
+    texts = list(uniq)
+    ids, lens = tokenize_all(tok, texts, args.max_len)
+    weights = parse_weights(args.source_weights)
+    kind_names = sorted(set(kinds))
+    kind_no = {k: i for i, k in enumerate(kind_names)}
+    d = {"pa": torch.tensor([uniq[t] for t in ta]), "pb": torch.tensor([uniq[t] for t in tb]),
+         "pg": torch.tensor(groups), "kind": torch.tensor([kind_no[k] for k in kinds]),
+         "weight": torch.tensor([kind_weight(k, weights) for k in kinds], dtype=torch.float32),
+         "kind_names": kind_names, "ids": ids, "lens": lens}
+    by_type = collections.Counter(kinds)
+    info = {"pairs": len(ta), "unique_texts": len(texts), "mean_tokens": float(lens.float().mean()),
+            "max_tokens": int(lens.max()), "truncated_texts": int((lens >= args.max_len).sum()),
+            "pairs_by_type": dict(by_type),
+            "weights": {k: kind_weight(k, weights) for k in kind_names},
+            "weighted_pairs_an_epoch": round(float(d["weight"].sum()), 1),
+            "seconds": round(time.time() - t0, 1)}
+    for k in ("pa", "pb", "pg", "kind", "ids", "lens"):
+        d[k] = d[k].to(device)
+    return d, info
+
+
+def contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device):
+    """Symmetric InfoNCE over the batch bi: a -> [b's, mined hard b's], b -> [a's,
+    mined hard a's]; pairs of one group are not each other's negatives, nor is a hard
+    negative that is the row's own positive text."""
+    ids, lens = d["ids"], d["lens"]
+    a_i, b_i, grp = d["pa"][bi], d["pb"][bi], d["pg"][bi]
+    n = len(bi)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
+        k = args.length_buckets
+        ea = embed_bucketed(model, ids[a_i], lens[a_i], k)
+        eb = embed_bucketed(model, ids[b_i], lens[b_i], k)
+        hb = hard_b[bi] if hard_b is not None else None
+        ha = hard_a[bi] if hard_a is not None else None
+        ehb = embed_bucketed(model, ids[hb], lens[hb], k) if hb is not None else None
+        eha = embed_bucketed(model, ids[ha], lens[ha], k) if ha is not None else None
+    same = (grp[:, None] == grp[None, :]) & ~torch.eye(n, dtype=torch.bool, device=device)
+    logits = ((ea @ eb.T) / args.temperature).masked_fill(same, float("-inf"))
+    la, lb = logits, logits.T
+    if ehb is not None:
+        lh = ((ea @ ehb.T) / args.temperature).masked_fill(hb[None, :] == b_i[:, None], float("-inf"))
+        la = torch.cat([la, lh], dim=1)
+    if eha is not None:
+        lh = ((eb @ eha.T) / args.temperature).masked_fill(ha[None, :] == a_i[:, None], float("-inf"))
+        lb = torch.cat([lb, lh], dim=1)
+    lab = labels[:n]
+    return 0.5 * (F.cross_entropy(la, lab) + F.cross_entropy(lb, lab))
+
+
+def contrastive_train(model, d, args, device, results):
+    """Contrastive training for --minutes or until --stop-at, whichever is first. Pairs
+    are drawn by --source-weights; at each --hard-negatives-at fraction of the budget
+    (with --texts) hard negatives are mined for a weighted sample of pairs, which is then
+    the training pool (uniformly shuffled, so the sample's mix is the weighted one)."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt_kw = {"fused": True} if device == "cuda" else {}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-6, **opt_kw)
+    t_train = time.time()
+    budget = args.minutes * 60.0
+    if args.stop_at:
+        budget = max(0.0, min(budget, args.stop_at - t_train))
+    lr0, lr1 = (float(x) for x in args.lr_range.split(","))
+    P = d["pa"].numel()
+    gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    mine_at = sorted(float(x) for x in args.hard_negatives_at.split(",") if x.strip()) if args.texts else []
+    w = d["weight"]
+
+    def order(pool):
+        if pool is None:
+            return weighted_order(w, gen).to(device)
+        return pool[torch.randperm(pool.numel(), generator=gen).to(device)]
+
+    perm, pos, epoch, step = order(None), 0, 0, 0
+    labels = torch.arange(args.batch, device=device)
+    seen = torch.zeros(len(d["kind_names"]), dtype=torch.long, device=device)
+    hard_b = hard_a = pool = None
+    losses, curve, mined_log = [], [], []
+    model.train()
+    while True:
+        elapsed = time.time() - t_train
+        if elapsed >= budget or (args.max_steps and step >= args.max_steps):
+            break
+        if mine_at and elapsed >= mine_at[0] * budget:
+            mine_at.pop(0)
+            t_m = time.time()
+            sample = weighted_sample(w, args.hard_negative_sample, gen).to(device)
+            if args.batch > sample.numel() // 2:
+                args.batch = max(8, sample.numel() // 2)  # smoke runs: a batch must fit the pool
+            hb, ha = mine_hard_negatives(model, d["ids"], d["lens"], d["pa"], d["pb"], d["pg"], sample, device,
+                                         args.hard_negatives_both)
+            hard_b = torch.full((P,), -1, dtype=torch.long, device=device)
+            hard_b[sample] = hb
+            ok = hb >= 0
+            if ha is not None:
+                hard_a = torch.full((P,), -1, dtype=torch.long, device=device)
+                hard_a[sample] = ha
+                ok &= ha >= 0
+            pool = sample[ok]
+            mined_log.append({"mined": int(pool.numel()), "seconds": round(time.time() - t_m, 1), "at_step": step,
+                              "by_type": {d["kind_names"][i]: int(c) for i, c in
+                                          enumerate(torch.bincount(d["kind"][pool], minlength=len(seen)).tolist())}})
+            log("hard negatives", mined_log[-1])
+            budget += time.time() - t_m  # mining does not eat the training budget ...
+            if args.stop_at:
+                budget = min(budget, args.stop_at - t_train)  # ... but the deadline holds
+            perm, pos = order(pool), 0
+        if pos + args.batch > perm.numel():
+            perm, pos, epoch = order(pool), 0, epoch + 1
+        bi = perm[pos:pos + args.batch]
+        pos += args.batch
+        frac = elapsed / max(budget, 1e-9) if not args.max_steps else step / args.max_steps
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, lr0 + (lr1 - lr0) * min(1.0, frac))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device)
+        apply_step(opt, model, loss)
+        seen.index_add_(0, d["kind"][bi], torch.ones_like(bi))  # (bincount would sync with the host)
+        step += 1
+        track(step, loss, losses, curve, t_train, "contrastive", lr=lr, epoch=epoch)
+    counts = torch.bincount(d["kind"], minlength=len(seen)).tolist()
+    seen = seen.tolist()
+    results["hard_negatives"] = mined_log
+    results["training"] = {"steps": step, "batch": args.batch, "pair_samples": step * args.batch,
+                           "epochs": round(step * args.batch / max(1.0, float(w.sum())), 2),
+                           "epochs_by_type": {k: round(seen[i] / max(1, counts[i]), 2)
+                                              for i, k in enumerate(d["kind_names"])},
+                           "seconds": round(time.time() - t_train, 1), "lr_range": [lr0, lr1],
+                           "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
+                           "curve": curve}
+
+
+def evaluate(args, tok, device, results):
+    """Reloads the exported fp16 weights (as fp32) and evaluates them: WordNet held-out
+    gloss -> lemma, everyday-query neighbours, man pages vs BM25."""
+    from transformers import BertModel
+    model = BertModel.from_pretrained(args.out).float().to(device).eval()
+    held = load_jsonl(args.heldout)
+    results["heldout"] = heldout_eval(model, tok, held, args, device)
+    log("heldout", json.dumps({k: v for k, v in results["heldout"].items() if k != "examples"}))
+    if os.path.exists(args.corpus):
+        corpus = load_jsonl(args.corpus)
+        results["neighbours_corpus"] = os.path.relpath(args.corpus, REPO)
+        results["neighbours"] = neighbours(model, tok, corpus, args, device)
+        for n in results["neighbours"]:
+            log(n["query"], "->", [x["text"][:40] for x in n["neighbours"]])
+    summary = "SUMMARY %s wordnet_heldout recall@10 %.4f (bm25 %.4f)" % (
+        args.name, results["heldout"]["model"]["recall@10"], results["heldout"]["bm25_words"]["recall@10"])
+    if os.path.exists(args.manpages):
+        m = results["manpages"] = manpage_eval(model, tok, args.manpages, args, device)
+        log("manpages", m)
+        summary += " | manpages (%d questions) dense hit@10 %d hit@1 %d, bm25 hit@10 %d hit@1 %d" % (
+            m["queries"], m["dense"]["hit@10"], m["dense"]["hit@1"], m["bm25"]["hit@10"], m["bm25"]["hit@1"])
+    log(summary)
+
+
 # ----------------------------------------------------------------------------- main
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--out", default=os.path.join(REPO, "models", "zerovec-mini"))
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--corpus", default=os.path.join(REPO, "data", "demo", "corpus.jsonl"))
     ap.add_argument("--minutes", type=float, default=4.0)
+    ap.add_argument("--stop-at", type=float, default=0.0,
+                    help="unix time by which contrastive training ends, whatever --minutes says (0: none)")
     ap.add_argument("--vocab-size", type=int, default=8000)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
@@ -411,24 +679,70 @@ def main():
     ap.add_argument("--max-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=7e-4)
+    ap.add_argument("--lr-range", default="1,0",
+                    help="START,END: the contrastive learning rate goes linearly from START * --lr to "
+                         "END * --lr (at least 0.02 * --lr) over this call's budget; a run split over "
+                         "calls passes e.g. 1,0.5 then 0.5,0")
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--temperature", type=float, default=0.05)
+    ap.add_argument("--length-buckets", type=int, default=1,
+                    help="embed each side of a training batch in this many length-sorted slices (speed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="0: bounded by --minutes only")
+    ap.add_argument("--source-weights", default="package-summary=2",
+                    help="NAME=W,...: sampling weight of a pair kind (names-gloss, dict-definition, "
+                         "package-summary, same-document, ...) or of the source 'wordnet' (all of "
+                         "make_pairs.py's kinds); others 1. Fractions are drawn at random each epoch.")
+    ap.add_argument("--resume-from", default="",
+                    help="an exported model folder (train.py --out): its vocabulary and weights are "
+                         "the start; no vocabulary training, no MLM; the optimizer starts afresh")
     # The larger default model (issue 20): more text, MLM first, mined hard negatives.
     ap.add_argument("--texts", default="", help="work/texts.tsv.xz (make_corpus_pairs.py); enables the below")
+    ap.add_argument("--mlm-texts", default="",
+                    help="mlm_texts.tsv.xz (make_corpus_pairs.py): texts in no pair, for the vocabulary and MLM")
+    ap.add_argument("--vocab-corpus", default="", help="WordNet text (default WORK/vocab_corpus.txt.gz or .xz)")
+    ap.add_argument("--heldout", default="",
+                    help="held-out set (default WORK/heldout.jsonl, else its copy tests/data/heldout_gloss_lemma.jsonl)")
     ap.add_argument("--max-positions", type=int, default=0, help="position table (0: --max-len)")
     ap.add_argument("--mlm-minutes", type=float, default=0.0)
     ap.add_argument("--mlm-lr", type=float, default=5e-4)
     ap.add_argument("--mlm-tokens", type=int, default=65536, help="tokens a pre-training step")
-    ap.add_argument("--hard-negatives-at", type=float, default=0.5,
-                    help="fraction of the contrastive budget after which mined hard negatives join")
+    ap.add_argument("--hard-negatives-at", default="0.5",
+                    help="fractions of the contrastive budget at which hard negatives are (re)mined, "
+                         "comma-separated")
     ap.add_argument("--hard-negative-sample", type=int, default=400000)
+    ap.add_argument("--hard-negatives-both", type=int, default=0,
+                    help="1: mine a hard a-text for each b-text too (gloss -> wrong lemmas)")
     ap.add_argument("--manpages", default=os.path.join(REPO, "tests", "data", "manpages", "eval.jsonl"))
     ap.add_argument("--name", default="zerovec-mini")
+    ap.add_argument("--eval-file", default="", help="results file name (default NAME-eval.json)")
     ap.add_argument("--smoke", type=int, default=0, help="N: only N texts and N pairs (a quick check)")
     args = ap.parse_args()
+    args.vocab_corpus = args.vocab_corpus or os.path.join(args.work, "vocab_corpus.txt.gz")
+    if not args.heldout:
+        args.heldout = os.path.join(args.work, "heldout.jsonl")
+        if not os.path.exists(args.heldout):
+            args.heldout = os.path.join(REPO, "tests", "data", "heldout_gloss_lemma.jsonl")
+    return args
 
+
+def load_model(args, tokens, device):
+    """A fresh BertModel of the --layers/--hidden/... shape, or the --resume-from one
+    (whose shape then overrides the arguments, for export)."""
+    if not args.resume_from:
+        return build_model(len(tokens), args).to(device)
+    from transformers import BertModel
+    model = BertModel.from_pretrained(args.resume_from).float().to(device)
+    c = model.config
+    if c.vocab_size != len(tokens):
+        raise SystemExit("--resume-from: vocab.txt has %d tokens, the model %d" % (len(tokens), c.vocab_size))
+    args.layers, args.hidden, args.heads = c.num_hidden_layers, c.hidden_size, c.num_attention_heads
+    args.intermediate, args.max_positions = c.intermediate_size, c.max_position_embeddings
+    return model
+
+
+def main():
+    args = parse_args()
     t_start = time.time()
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -444,170 +758,68 @@ def main():
     except Exception:
         pass
 
-    # 1. vocabulary
-    import vocab as vocab_mod
+    # 1. vocabulary (or the resumed model's)
     import tempfile
-    vocab_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
     t0 = time.time()
-    vocab_corpus = os.path.join(args.work, "vocab_corpus.txt.gz")
-    corpus_texts = []
+    corpus_texts, extra_texts = [], []
     if args.texts:
         import make_corpus_pairs
         corpus_texts = list(make_corpus_pairs.read_texts(args.texts))
+        if args.mlm_texts and not args.resume_from:
+            extra_texts = list(make_corpus_pairs.read_texts(args.mlm_texts))
         if args.smoke:
             corpus_texts = corpus_texts[:: max(1, len(corpus_texts) // args.smoke)]
-        vocab_corpus = os.path.join(tempfile.mkdtemp(), "vocab_corpus.txt.gz")
-        with gzip.open(vocab_corpus, "wt", encoding="utf-8") as out, \
-                gzip.open(os.path.join(args.work, "vocab_corpus.txt.gz"), "rt", encoding="utf-8") as wn:
-            for line in wn:
-                out.write(line)
-            for _, t in corpus_texts:
-                out.write(t + "\n")
-    tokens, n_learned = vocab_mod.train(vocab_corpus, args.vocab_size, "compact")
-    with open(vocab_path, "w", encoding="utf-8") as fh:
-        fh.write("".join(t + "\n" for t in tokens))
-    results["vocab"] = {"size": len(tokens), "learned": n_learned, "seconds": round(time.time() - t0, 1)}
+            extra_texts = extra_texts[:: max(1, len(extra_texts) // args.smoke)]
+    if args.resume_from:
+        vocab_path = os.path.join(args.resume_from, "vocab.txt")
+        with open(vocab_path, encoding="utf-8") as fh:
+            tokens = [l.rstrip("\n") for l in fh if l.strip()]
+        results["vocab"] = {"size": len(tokens), "resumed_from": args.resume_from}
+        # export() copies the vocabulary into --out, which may be --resume-from itself
+        vocab_copy = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        with open(vocab_copy, "w", encoding="utf-8") as fh:
+            fh.write("".join(t + "\n" for t in tokens))
+        vocab_path = vocab_copy
+    else:
+        vocab_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        tokens, n_learned = build_vocab(args, corpus_texts + extra_texts, vocab_path)
+        results["vocab"] = {"size": len(tokens), "learned": n_learned, "seconds": round(time.time() - t0, 1)}
     log("vocab", results["vocab"])
     tok = make_tokenizer(vocab_path, args.max_len)
 
     # 2. data
-    t0 = time.time()
-    kinds, groups, ta, tb = load_pairs(os.path.join(args.work, "pairs.tsv.gz"))
-    if args.smoke:
-        kinds, groups, ta, tb = kinds[: args.smoke], groups[: args.smoke], ta[: args.smoke], tb[: args.smoke]
-    if corpus_texts:
-        base = max(groups) + 1
-        for k, g, a, b in make_corpus_pairs.corpus_pairs(corpus_texts, base):
-            # A package's summary -> description is the shape of a user's question
-            # about a tool: seen twice an epoch.
-            for _ in range(2 if k == "package-summary" else 1):
-                kinds.append(k)
-                groups.append(g)
-                ta.append(a)
-                tb.append(b)
-    uniq = {}
-    for t in ta + tb:
-        if t not in uniq:
-            uniq[t] = len(uniq)
-    texts = list(uniq)
-    ids, lens = tokenize_all(tok, texts, args.max_len)
-    pa = torch.tensor([uniq[t] for t in ta])
-    pb = torch.tensor([uniq[t] for t in tb])
-    pg = torch.tensor(groups)
-    results["data"] = {"pairs": len(ta), "unique_texts": len(texts), "mean_tokens": float(lens.float().mean()),
-                       "max_tokens": int(lens.max()), "truncated_texts": int((lens >= args.max_len).sum()),
-                       "pairs_by_type": dict(collections.Counter(kinds)), "seconds": round(time.time() - t0, 1)}
+    d, results["data"] = load_training_data(args, tok, corpus_texts, device)
     log("data", results["data"])
-    ids, lens, pa, pb, pg = ids.to(device), lens.to(device), pa.to(device), pb.to(device), pg.to(device)
 
-    # 3. train
-    model = build_model(len(tokens), args).to(device)
+    # 3. train: MLM (fresh models only), then contrastive
+    model = load_model(args, tokens, device)
     n_params = sum(p.numel() for p in model.parameters())
-    if args.mlm_minutes > 0:
+    if args.mlm_minutes > 0 and not args.resume_from:
         mlm_tok = make_tokenizer(vocab_path, 100000)
-        wn_lines = [l.strip() for l in gzip.open(os.path.join(args.work, "vocab_corpus.txt.gz"), "rt", encoding="utf-8")]
+        with open_text(args.vocab_corpus) as fh:
+            wn_lines = [l.strip() for l in fh]
         if args.smoke:
             wn_lines = wn_lines[: args.smoke]
-        mlm_texts = [t for _, t in corpus_texts] + [l for l in wn_lines if l]
+        mlm_texts = [t for _, t in corpus_texts + extra_texts] + [l for l in wn_lines if l]
         random.Random(args.seed).shuffle(mlm_texts)
-        results["mlm"] = mlm_pretrain(model, mlm_tok, mlm_texts, tokens, args, device, args.mlm_minutes)
+        minutes = args.mlm_minutes
+        if args.stop_at:  # at most half of what is left before the deadline
+            minutes = min(minutes, max(0.0, (args.stop_at - time.time()) / 120.0))
+        results["mlm"] = mlm_pretrain(model, mlm_tok, mlm_texts, tokens, args, device, minutes)
         log("mlm", {k: v for k, v in results["mlm"].items() if k != "curve"})
         del mlm_texts, wn_lines
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt_kw = {"fused": True} if device == "cuda" else {}
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.98), eps=1e-6, **opt_kw)
-    budget = args.minutes * 60.0
-    P = len(ta)
-    gen = torch.Generator(device="cpu").manual_seed(args.seed)
-    perm = torch.randperm(P, generator=gen).to(device)
-    pos = 0
-    epoch = 0
-    step = 0
-    labels = torch.arange(args.batch, device=device)
-    eye = torch.eye(args.batch, dtype=torch.bool, device=device)
-    t_train = time.time()
-    losses = []
-    curve = []
-    hard = None  # pair index -> text index of its mined hard negative (-1: none)
-    mined = None
-    model.train()
-    while True:
-        elapsed = time.time() - t_train
-        if elapsed >= budget or (args.max_steps and step >= args.max_steps):
-            break
-        if args.texts and hard is None and elapsed >= args.hard_negatives_at * budget:
-            t_m = time.time()
-            sample = torch.randperm(P, generator=gen)[: args.hard_negative_sample].to(device)
-            if args.batch > sample.numel() // 2:
-                args.batch = max(8, sample.numel() // 2)  # smoke runs: a batch must fit the pool
-            hn = mine_hard_negatives(model, ids, lens, pa, pb, pg, sample, device)
-            hard = torch.full((P,), -1, dtype=torch.long, device=device)
-            hard[sample] = hn
-            mined = sample[hn >= 0]
-            results["hard_negatives"] = {"mined": int(mined.numel()), "seconds": round(time.time() - t_m, 1),
-                                         "at_step": step}
-            log("hard negatives", results["hard_negatives"])
-            budget += time.time() - t_m  # mining does not eat the training budget
-            pos = P  # start a fresh permutation over the mined pairs
-        pool = mined if mined is not None else None
-        PP = P if pool is None else pool.numel()
-        if pos + args.batch > PP:
-            perm = torch.randperm(PP, generator=gen).to(device)
-            if pool is not None:
-                perm = pool[perm]
-            pos = 0
-            epoch += 1
-        bi = perm[pos:pos + args.batch]
-        pos += args.batch
-        frac = elapsed / budget if not args.max_steps else step / args.max_steps
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, 1.0 - frac)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        a_i, b_i, grp = pa[bi], pb[bi], pg[bi]
-        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
-            ea = embed(model, ids[a_i], lens[a_i])
-            eb = embed(model, ids[b_i], lens[b_i])
-            eh = embed(model, ids[hard[bi]], lens[hard[bi]]) if pool is not None else None
-        logits = (ea @ eb.T) / args.temperature
-        same = (grp[:, None] == grp[None, :]) & ~eye[: len(bi), : len(bi)]
-        logits = logits.masked_fill(same, float("-inf"))
-        lab = labels[: len(bi)]
-        if eh is not None:
-            # a -> [its b, the other b's, every pair's mined hard negative]
-            lh = (ea @ eh.T) / args.temperature
-            loss = 0.5 * (F.cross_entropy(torch.cat([logits, lh], dim=1), lab) + F.cross_entropy(logits.T, lab))
-        else:
-            loss = 0.5 * (F.cross_entropy(logits, lab) + F.cross_entropy(logits.T, lab))
-        apply_step(opt, model, loss)
-        step += 1
-        track(step, loss, losses, curve, t_train, "contrastive", lr=lr, epoch=epoch)
-    train_seconds = time.time() - t_train
-    results["training"] = {"steps": step, "epochs": round(step * args.batch / P, 2), "seconds": round(train_seconds, 1),
-                           "params": n_params, "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
-                           "curve": curve}
+    del corpus_texts, extra_texts
+    contrastive_train(model, d, args, device, results)
+    results["training"]["params"] = n_params
     log("trained", {k: v for k, v in results["training"].items() if k != "curve"})
 
     # 4. export (fp16), then evaluate the exported weights (fp16 -> fp32)
     results["export"] = export(model, vocab_path, args.out, args)
     log("export", results["export"])
-    from transformers import BertModel
-    model = BertModel.from_pretrained(args.out).float().to(device).eval()
-    held = load_jsonl(os.path.join(args.work, "heldout.jsonl"))
-    results["heldout"] = heldout_eval(model, tok, held, args, device)
-    log("heldout", json.dumps({k: v for k, v in results["heldout"].items() if k != "examples"}))
-    if os.path.exists(args.corpus):
-        corpus = load_jsonl(args.corpus)
-        results["neighbours_corpus"] = os.path.relpath(args.corpus, REPO)
-        results["neighbours"] = neighbours(model, tok, corpus, args, device)
-        for n in results["neighbours"]:
-            log(n["query"], "->", [x["text"][:40] for x in n["neighbours"]])
-    if os.path.exists(args.manpages):
-        results["manpages"] = manpage_eval(model, tok, args.manpages, args, device)
-        log("manpages", results["manpages"])
+    del model, d
+    evaluate(args, tok, device, results)
     results["total_seconds"] = round(time.time() - t_start, 1)
-    dump(os.path.join(args.results, "%s-eval.json" % args.name), results)
+    dump(os.path.join(args.results, args.eval_file or "%s-eval.json" % args.name), results)
     log("done", results["total_seconds"])
 
 
