@@ -711,6 +711,8 @@ Status ClusterService::DescribeSharded(const ShardMap& map,
                              infos[s].truncated_texts());
     out->set_lexical_documents(out->lexical_documents() +
                                infos[s].lexical_documents());
+    out->set_gpu_rows_from_device(out->gpu_rows_from_device() +
+                                  infos[s].gpu_rows_from_device());
   }
   out->set_shards(map.shards());
   out->set_replication_factor(map.replication_factor);
