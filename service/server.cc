@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/compactor.h"
 #include "service/request_router.h"
+#include "service/service_decorator.h"
 #include "service/sweeper.h"
 #include "service/zerovec_service.h"
 
@@ -48,14 +49,19 @@ class ServerImpl final : public Server {
                    static_cast<size_t>(options.limits.max_batch)),
         service_(db_.get(), embedder_.get(), options.limits, &auth_,
                  &compactor_, &coalescer_, &sweeper_,
-                 TextQueriesOnDevice(options.gpu)),
-        router_(&service_) {}
+                 TextQueriesOnDevice(options.gpu)) {}
 
   ~ServerImpl() override {
     Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
   Status Listen() {
+    zerovec::v1::ZeroVec::Service* front = &service_;
+    if (options_.decorator) {
+      ZV_ASSIGN_OR_RETURN(front, options_.decorator->Wrap(&service_));
+      decorator_ = options_.decorator;
+    }
+    router_ = std::make_unique<RequestRouter>(front);
     grpc::EnableDefaultHealthCheckService(true);
     // Reflection v1alpha only: Debian's gRPC 1.51 predates the v1 reflection
     // service (grpc 1.57). It describes grpc.health.v1 from
@@ -64,10 +70,10 @@ class ServerImpl final : public Server {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
                              &port_);
-    ZV_RETURN_IF_ERROR(router_.CheckCoversProto());
+    ZV_RETURN_IF_ERROR(router_->CheckCoversProto());
     // service_'s handlers, registered through router_ (request parse errors
     // name the field).
-    builder.RegisterService(&router_);
+    builder.RegisterService(router_.get());
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(options_.limits.max_message_bytes));
     builder.SetMaxSendMessageSize(
@@ -85,6 +91,7 @@ class ServerImpl final : public Server {
     // Probes may ask for the service by name as well as for the server ("").
     server_->GetHealthCheckService()->SetServingStatus(
         zerovec::v1::ZeroVec::service_full_name(), true);
+    if (decorator_) ZV_RETURN_IF_ERROR(decorator_->Started(port_));
     return OkStatus();
   }
 
@@ -108,6 +115,7 @@ class ServerImpl final : public Server {
       }
       shutting_down_ = true;
     }
+    if (decorator_) decorator_->Stop();  // e.g. leave the cluster first
     if (server_) {
       server_->GetHealthCheckService()
           ->Shutdown();             // probes now see NOT_SERVING
@@ -133,7 +141,8 @@ class ServerImpl final : public Server {
   Sweeper sweeper_;
   SearchCoalescer coalescer_;
   ZeroVecService service_;
-  RequestRouter router_;
+  std::shared_ptr<ServiceDecorator> decorator_;  // set once Wrap succeeded
+  std::unique_ptr<RequestRouter> router_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::mutex mu_;

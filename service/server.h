@@ -61,6 +61,9 @@ struct GpuServing {
   TextQueries text_queries = TextQueries::kAuto;
 };
 
+// service/service_decorator.h (cluster mode).
+class ServiceDecorator;
+
 struct ServerOptions {
   std::filesystem::path data_dir = "./zerovec-data";
   // host:port; port 0 picks a free port (see Server::port()).
@@ -86,6 +89,11 @@ struct ServerOptions {
   GpuServing gpu;
   // Receives the server's log lines (compactions); unset: stderr.
   std::function<void(const std::string&)> log;
+  // Set: stands in front of the local service (cluster mode:
+  // service/service_decorator.h). Kept out of this header's includes so
+  // that code needing only the options (validation, fuzzers) needs no gRPC
+  // stubs.
+  std::shared_ptr<ServiceDecorator> decorator;
 };
 
 class Server {

@@ -160,6 +160,13 @@ Status ValidateCreateCollection(const zerovec::v1::CreateCollectionRequest& req,
   if (!zerovec::v1::Metric_IsValid(req.metric())) {
     return Invalid("metric", "unknown value " + std::to_string(req.metric()));
   }
+  if (req.shards() != 0 || req.replication_factor() != 0 ||
+      req.write_quorum() != 0) {
+    // A cluster node (cluster/) handles these before the local service.
+    return FailedPreconditionError(
+        "shards: sharded collections need a cluster server (zerovec serve "
+        "--cluster etcd://... --node-id N); this server is not in one");
+  }
   if (req.index().size() > kMaxIndexDescriptorBytes) {
     return Invalid("index", "descriptor longer than " +
                                 std::to_string(kMaxIndexDescriptorBytes) +

@@ -22,6 +22,7 @@ int RunServe(const std::vector<std::string>& args);
 int RunQuery(const std::vector<std::string>& args);
 int RunAttach(const std::vector<std::string>& args);
 int RunCompact(const std::vector<std::string>& args);
+int RunCluster(const std::vector<std::string>& args);
 
 // Prints "zerovec <command>: <message>" and returns the exit code for `s`: 2
 // when `usage` (a flag problem), else 1.

@@ -9,9 +9,11 @@
 #include <iostream>
 
 #include "base/file.h"
+#include "cluster/cluster.h"
 #include "embed/embedder.h"
 #include "index/collection.h"
 #include "service/server.h"
+#include "service/service_decorator.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -67,6 +69,55 @@ Status ParseGpuFlags(const Flags& flags, service::GpuServing* gpu) {
   return OkStatus();
 }
 
+// Joins the cluster once the server listens; leaves it before it stops.
+class ClusterDecorator final : public service::ServiceDecorator {
+ public:
+  explicit ClusterDecorator(const cluster::ClusterOptions& options)
+      : options_(options) {}
+  StatusOr<zerovec::v1::ZeroVec::Service*> Wrap(
+      zerovec::v1::ZeroVec::Service* local) override {
+    ZV_ASSIGN_OR_RETURN(node_, cluster::ClusterNode::Create(options_, local));
+    return node_->service();
+  }
+  Status Started(int port) override { return node_->Register(port); }
+  void Stop() override {
+    if (node_) node_->Leave();
+  }
+
+ private:
+  const cluster::ClusterOptions options_;
+  std::unique_ptr<cluster::ClusterNode> node_;
+};
+
+// --cluster etcd://... --node-id N [--advertise-host H] [--lease-ttl-s N]
+// [--shard-timeout-ms N] [--allow-partial-results]
+Status ParseClusterFlags(const Flags& flags, service::ServerOptions* options) {
+  if (!flags.Has("cluster")) {
+    for (const char* f : {"node-id", "advertise-host", "lease-ttl-s",
+                          "shard-timeout-ms", "allow-partial-results"}) {
+      if (flags.Has(f))
+        return InvalidArgumentError(std::string("--") + f +
+                                    " needs --cluster etcd://HOST:PORT");
+    }
+    return OkStatus();
+  }
+  cluster::ClusterOptions c;
+  c.etcd = flags.Get("cluster");
+  if (!flags.Has("node-id"))
+    return InvalidArgumentError("--cluster needs --node-id N (unique, >= 1)");
+  ZV_ASSIGN_OR_RETURN(c.node_id, flags.GetInt("node-id", 0, 1, 1 << 30));
+  c.advertise_host = flags.Get("advertise-host", "127.0.0.1");
+  ZV_ASSIGN_OR_RETURN(c.lease_ttl_s, flags.GetInt("lease-ttl-s", 10, 1, 3600));
+  ZV_ASSIGN_OR_RETURN(const int64_t timeout_ms,
+                      flags.GetInt("shard-timeout-ms", 5000, 1, 600000));
+  c.shard_timeout = std::chrono::milliseconds(timeout_ms);
+  c.allow_partial_results = flags.Has("allow-partial-results");
+  c.auth_token = options->auth_token;
+  c.log = options->log;
+  options->decorator = std::make_shared<ClusterDecorator>(c);
+  return OkStatus();
+}
+
 Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
                        std::string* port_file, int64_t* grace_s) {
   options->data_dir = flags.Get("data", kDefaultData);
@@ -118,7 +169,7 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
     if (!token.ok()) return FailedPreconditionError(token.status().message());
     options->auth_token = *token;
   }
-  return OkStatus();
+  return ParseClusterFlags(flags, options);
 }
 
 }  // namespace
@@ -145,8 +196,13 @@ int RunServe(const std::vector<std::string>& args) {
                              "gpu-device",
                              "gpu-batch-window-us",
                              "gpu-text-queries",
-                             "sweep-interval-ms"},
-                            {});
+                             "sweep-interval-ms",
+                             "cluster",
+                             "node-id",
+                             "advertise-host",
+                             "lease-ttl-s",
+                             "shard-timeout-ms"},
+                            {"allow-partial-results"});
   if (!flags.ok()) return Fail("serve", flags.status(), true);
   service::ServerOptions options;
   std::string port_file;

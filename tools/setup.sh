@@ -12,6 +12,7 @@ PACKAGES=(
   python3 python3-grpcio python3-grpc-tools python3-numpy
   python3-dev pybind11-dev python3-pip python3-setuptools python3-venv
   wordnet-base
+  etcd-server etcd-client golang-etcd-server-dev
 )
 
 missing=()

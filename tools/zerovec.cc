@@ -52,7 +52,12 @@ constexpr Command kCommands[] = {
           [--gpu-memory BYTES|auto] [--gpu-device N] [--gpu-batch-window-us N]
           [--gpu-text-queries auto|device|host]
           [--sweep-interval-ms N]
+          [--cluster etcd://H:P[,H:P...] --node-id N [--advertise-host H]
+           [--lease-ttl-s N] [--shard-timeout-ms N] [--allow-partial-results]]
           Serves the data directory over gRPC until SIGTERM / SIGINT.
+          --cluster: join the cluster coordinated by that etcd as node N
+          (README, "Cluster"): collections created with shards > 0 are
+          sharded and replicated over the nodes, and any node serves them.
           --sweep-interval-ms N (default 1000, 0 = off): how often expired
           items (expires_at_ms, a collection's default_ttl_ms) are deleted;
           they are hidden from searches and Get from their expiry either way,
@@ -100,6 +105,12 @@ constexpr Command kCommands[] = {
           Searches the segment a server writes, from this process (no gRPC).
           --mode and --recency-* as for query; lexical needs no model.
           Expired items are hidden by the same clock rule as the server's.
+)"},
+    {"cluster", zv::tools::RunCluster,
+     R"(status --cluster etcd://H:P[,H:P...]
+          Prints the cluster's live nodes and every sharded collection's
+          shard map (epoch, shards, replicas, which replicas are down) as
+          etcd holds them.
 )"},
     {"compact", zv::tools::RunCompact,
      R"(--server ADDR --collection NAME [--auth-token-file F] [--timeout-s N]
