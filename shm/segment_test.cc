@@ -373,7 +373,11 @@ TEST(SegmentTest, WriterKilledMidBatchLeavesConsistentPrefixAndRecovers) {
   uint64_t last_seen = 0;
   for (int round = 0; round < 8; ++round) {
     Child writer = Spawn({HelperPath(), "write", dir.string(), "24", "64"});
-    // Let it run for a random while, then kill it wherever it is.
+    // Once it committed its first batch (under TSan on a loaded machine its
+    // start-up alone can outlast the delay below, and then it never created
+    // the segment), let it run for a random while, then kill it wherever it
+    // is.
+    ASSERT_FALSE(ReadLine(writer).empty()) << "round " << round;
     std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80));
     ::kill(writer.pid, SIGKILL);
     EXPECT_EQ(WaitExit(writer), 128 + SIGKILL);

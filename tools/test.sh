@@ -16,12 +16,19 @@ bash tools/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 BAZEL_FLAGS=(--keep_going --jobs=2 --local_ram_resources=HOST_RAM*.5 --local_cpu_resources=2)
 RESULTS=$(mktemp)
-trap 'rm -f "$RESULTS" "$RESULTS".labels' EXIT
+trap 'rm -f "$RESULTS" "$RESULTS".labels "$RESULTS".err' EXIT
 
 # run_suite CONFIG QUERY: bazel test under CONFIG, then tallies into $RESULTS.
 run_suite() {
   local config=$1 query=$2 status=0
-  bazel query "$query" 2>/dev/null >"$RESULTS.labels"
+  # A failed query (a BUILD error, a stray bazel-* symlink into another output
+  # base) must fail CI, not skip the suite.
+  if ! bazel query "$query" 2>"$RESULTS.err" >"$RESULTS.labels"; then
+    tail -5 "$RESULTS.err"
+    echo "# $config: bazel query failed" >&2
+    echo "0 1 0" >>"$RESULTS"
+    return
+  fi
   if [[ ! -s "$RESULTS.labels" ]]; then return; fi
   echo "=== bazel test --config=$config ($(wc -l <"$RESULTS.labels") targets)"
   bazel test "${BAZEL_FLAGS[@]}" --config="$config" $(cat "$RESULTS.labels") || status=$?
