@@ -256,9 +256,8 @@ std::optional<GenerationMirror::CachedMask> GenerationMirror::FindMask(
 StatusOr<GenerationMirror::CachedMask> GenerationMirror::AddMask(
     const std::string& key, uint64_t rows, uint64_t tombstones,
     const RowBitmap& bitmap) const {
-  ZV_ASSIGN_OR_RETURN(
-      std::unique_ptr<gpusearch::GpuMask> uploaded,
-      mirror_->UploadMask(bitmap.words().data(), bitmap.limit()));
+  ZV_ASSIGN_OR_RETURN(std::unique_ptr<gpusearch::GpuMask> uploaded,
+                      UploadMask(bitmap));
   CachedMask cached{
       std::shared_ptr<const gpusearch::GpuMask>(std::move(uploaded)),
       bitmap.count()};
