@@ -25,7 +25,7 @@ M=tools/model/work/l6-mlm  # WordNet text and the texts in no pair (vocabulary, 
 CKPT=models/zerovec-l6
 R=tools/model/results
 TRAIN=(python3 tools/model/train.py --work "$W" --texts "$W/texts.tsv.xz" --name zerovec-l6
-       --max-len 128 --lr 3e-4 --warmup 200 --batch 1024 --length-buckets 4
+       --max-len 128 --lr "${LR:-3e-4}" --warmup 200 --batch "${BATCH:-1024}" --length-buckets 4
        --source-weights wordnet=3,package-summary=3 --hard-negatives-both 1)
 FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size 8192
        --mlm-texts "$M/mlm_texts.tsv.xz" --vocab-corpus "$M/vocab_corpus.txt.xz")
@@ -102,7 +102,7 @@ resume)
   echo "smoke passed ($(elapsed)s)"
   # 110 s are left for export, evaluation, the reference vectors and packing
   "${TRAIN[@]}" --resume-from "$CKPT" --out "$CKPT" --results "$R" --minutes "$CON" \
-    --stop-at $((T0 + WALL - 110)) --hard-negatives-at 0,0.5 --lr-range 0.5,0 --warmup 100 \
+    --stop-at $((T0 + WALL - 110)) --hard-negatives-at 0,0.5 --lr-range "${LR_RANGE:-0.5,0}" --warmup 100 \
     --eval-file zerovec-l6-eval.json > "$R/train-l6-call2.log" 2>&1 || echo "FAILED train ($(elapsed)s)"
   grep -E "vocab|data|hard negatives|trained|SUMMARY" "$R/train-l6-call2.log" | cut -c1-600
   tail -3 "$R/train-l6-call2.log" | cut -c1-300
