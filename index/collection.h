@@ -196,11 +196,24 @@ struct CompactionResult {
 // it into the segment itself.
 struct DeviceRowTargets {
   int cuda_device = -1;
-  uint32_t row_stride = 0;   // floats between device rows
+  uint32_t row_stride = 0;  // floats between device rows
+  // Makes the device rows (a cudaMemset and a sync): called on first use, so
+  // an upsert that does not embed on this device pays nothing for it.
+  std::function<StatusOr<std::vector<float*>>()> stage;
   std::vector<float*> rows;  // device row i: row_stride floats, zeroed
   // Set by the filler for each row it wrote on the device (and not in its
   // segment row).
   std::vector<uint8_t> written;
+
+  // Makes `rows` and `written` ready (once). An error leaves them empty: the
+  // filler then writes the segment rows, and the mirror catches up from them.
+  Status Stage() {
+    if (!rows.empty()) return OkStatus();
+    if (!stage) return FailedPreconditionError("no device rows to stage");
+    ZV_ASSIGN_OR_RETURN(rows, stage());
+    written.assign(rows.size(), 0);
+    return OkStatus();
+  }
 };
 
 // Fills `rows.size()` writable rows (each `dim` floats, in segment memory) in

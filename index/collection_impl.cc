@@ -324,17 +324,18 @@ Status CollectionImpl::UpsertLocked(std::span<const Record> records,
   } forget_staged{g};
   DeviceRowTargets device;
   if (g.mirror) {
-    auto base = g.mirror->StageRows(first, n);
-    if (base.ok()) {  // else the mirror catches up from the segment
-      device.cuda_device = g.mirror->device();
-      device.row_stride = g.mirror->row_stride();
+    device.cuda_device = g.mirror->device();
+    device.row_stride = g.mirror->row_stride();
+    device.stage = [&g, first, n]() -> StatusOr<std::vector<float*>> {
+      ZV_ASSIGN_OR_RETURN(float* base, g.mirror->StageRows(first, n));
+      std::vector<float*> out(n);
       for (uint64_t i = 0; i < n; ++i) {
-        device.rows.push_back(*base + i * g.mirror->row_stride());
+        out[i] = base + i * g.mirror->row_stride();
       }
-      device.written.assign(n, 0);
-    }
+      return out;
+    };
   }
-  ZV_RETURN_IF_ERROR(fill(rows, device.rows.empty() ? nullptr : &device));
+  ZV_RETURN_IF_ERROR(fill(rows, g.mirror ? &device : nullptr));
   ZV_RETURN_IF_ERROR(CopyBackDeviceRows(g, device, rows));
   for (uint64_t i = 0; i < n; ++i) {
     if (check_rows) {

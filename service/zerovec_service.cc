@@ -299,11 +299,6 @@ Status ZeroVecService::FillRows(const pb::UpsertRequest& req, uint32_t dim,
                                 std::span<float* const> rows,
                                 index::DeviceRowTargets* device,
                                 embed::EmbedReport* report) {
-  // Text rows go to the GPU mirror when the encoder runs on its device: the
-  // collection copies them into the segment, and they never cross back.
-  const bool on_device = device != nullptr && embedder_ != nullptr &&
-                         embedder_->cuda_device() == device->cuda_device &&
-                         !device->rows.empty();
   std::vector<std::string_view> texts;
   std::vector<float*> text_rows;
   std::vector<int> text_items;
@@ -313,8 +308,19 @@ Status ZeroVecService::FillRows(const pb::UpsertRequest& req, uint32_t dim,
       std::memcpy(rows[i], item.vector().data(), sizeof(float) * dim);
     } else {
       texts.push_back(item.text());
-      text_rows.push_back(on_device ? device->rows[i] : rows[i]);
+      text_rows.push_back(rows[i]);
       text_items.push_back(i);
+    }
+  }
+  // Text rows go to the GPU mirror when the encoder runs on its device: the
+  // collection copies them into the segment, and they never cross back. Only
+  // then are device rows staged.
+  const bool on_device =
+      !texts.empty() && device != nullptr && embedder_ != nullptr &&
+      embedder_->cuda_device() == device->cuda_device && device->Stage().ok();
+  if (on_device) {
+    for (size_t t = 0; t < texts.size(); ++t) {
+      text_rows[t] = device->rows[text_items[t]];
     }
   }
   if (texts.empty()) return OkStatus();

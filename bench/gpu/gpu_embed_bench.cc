@@ -353,7 +353,7 @@ void MeasureEncodeRun(Corpus& corpus, const std::string& b, int B,
   }
   enc.SetTimer(ze::CudaTimer::kOff);
   json phases;
-  if (B == 1 || B == 32 || B == setup.max_batch)
+  if (B == 1 || B == 32 || B == 256 || B == setup.max_batch)
     phases = EncoderPhases(enc, tb, r);
   const double wm = Median(wall), gm = Median(gpu);
   json rec = {
