@@ -362,6 +362,9 @@ SERVER_PID=""
 "$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 --gpu-memory 1Q 2>err
 check "serve --gpu-memory 1Q" 2 $?
 contains "names the bad budget" err "--gpu-memory: '1Q' is not a byte count"
+"$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 --gpu-text-queries gpu 2>err
+check "serve --gpu-text-queries gpu" 2 $?
+contains "names the bad text-query way" err '--gpu-text-queries: auto, device or host, not "gpu"'
 timeout 10 "$ZEROVEC" serve --data vdata --model none --listen 127.0.0.1:0 \
   --gpu-memory 1G 2>err
 rc=$?
