@@ -15,15 +15,6 @@ namespace {
 // more to OpenBLAS's per-call overhead than another core wins back.
 constexpr size_t kMinShardTokens = 128;
 
-// y[T, N] = beta * y + x[T, K] * w[N, K]^T (torch.nn.Linear without its
-// bias). beta 1 adds onto what y holds (a residual) and spares OpenBLAS its
-// pass zeroing y.
-void MatMulT(const float* x, int t, int k, const std::vector<float>& w, int n,
-             float beta, float* y) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k,
-              w.data(), k, beta, y, n);
-}
-
 // Cut points splitting the sequences into at most `max_shards` contiguous
 // ranges of about equal token counts: shard j is [cuts[j], cuts[j + 1]).
 std::vector<size_t> ShardCuts(const TokenBatch& batch, size_t max_shards) {
@@ -42,9 +33,27 @@ std::vector<size_t> ShardCuts(const TokenBatch& batch, size_t max_shards) {
 
 }  // namespace
 
+std::shared_ptr<const CpuPackedModel> CpuEncoder::Pack(
+    const Checkpoint& ck, cpu::Precision precision) {
+  auto m = std::make_shared<CpuPackedModel>();
+  m->precision = precision;
+  const int h = ck.config.hidden_size, f = ck.config.intermediate_size;
+  for (const LayerWeights& l : ck.layers) {
+    m->layers.push_back({{l.qkv_w, 3 * h, h, precision},
+                         {l.attn_out_w, h, h, precision},
+                         {l.ffn_in_w, f, h, precision},
+                         {l.ffn_out_w, h, f, precision}});
+  }
+  return m;
+}
+
 CpuEncoder::CpuEncoder(std::shared_ptr<const Checkpoint> checkpoint,
-                       std::shared_ptr<CpuPool> pool)
-    : ck_(std::move(checkpoint)), pool_(std::move(pool)) {
+                       std::shared_ptr<CpuPool> pool,
+                       std::shared_ptr<const CpuPackedModel> packed)
+    : ck_(std::move(checkpoint)),
+      pool_(std::move(pool)),
+      packed_(packed ? std::move(packed)
+                     : Pack(*ck_, cpu::DefaultPrecision())) {
   if (pool_) UseSingleThreadedBlas();
 }
 
@@ -55,7 +64,8 @@ void CpuEncoder::UseSingleThreadedBlas() {
 
 std::string CpuEncoder::description() const {
   const int threads = pool_ ? pool_->threads() : 1;
-  return std::string("cpu (openblas fp32, ") + cpu::KernelIsa() + ", " +
+  return std::string("cpu (onednn ") + cpu::PrecisionName(precision()) +
+         " gemm on " + cpu::GemmIsa() + ", " + cpu::KernelIsa() + ", " +
          std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
 }
 
@@ -107,6 +117,43 @@ void CpuEncoder::Pool(const float* x, int len, float* out) const {
   }
 }
 
+// One encoder layer over the shard's t tokens in s.x. The output projections
+// accumulate onto the residual stream x itself; their bias goes in with the
+// LayerNorm that follows. In bf16 each GEMM's input is rounded to bf16 first
+// (the FFN's hidden layer is written as bf16 by its GEMM); the residual
+// stream, LayerNorm, softmax and attention stay fp32.
+void CpuEncoder::Layer(const LayerWeights& l, const CpuPackedModel::Layer& p,
+                       int t, const TokenBatch& batch, size_t first,
+                       size_t last, Scratch& s) const {
+  const BertConfig& c = ck_->config;
+  const int h = c.hidden_size;
+  const bool bf16 = precision() == cpu::Precision::kBf16;
+  using cpu::Epilogue;
+  const void* x_in = s.x.data();
+  if (bf16) {
+    cpu::ToBf16(s.x.data(), size_t(t) * h, s.x16.data());
+    x_in = s.x16.data();
+  }
+  s.gemm.Linear(x_in, t, p.qkv, l.qkv_b.data(), Epilogue::kStore, s.qkv.data());
+  Attention(batch, first, last, s);
+  const void* ctx_in = s.ctx.data();
+  if (bf16) {
+    cpu::ToBf16(s.ctx.data(), size_t(t) * h, s.ctx16.data());
+    ctx_in = s.ctx16.data();
+  }
+  s.gemm.Linear(ctx_in, t, p.attn_out, nullptr, Epilogue::kAccumulate,
+                s.x.data());
+  cpu::AddLayerNorm(s.x.data(), nullptr, l.attn_out_b.data(), t, h,
+                    l.ln1_g.data(), l.ln1_b.data(), c.layer_norm_eps);
+  if (bf16) cpu::ToBf16(s.x.data(), size_t(t) * h, s.x16.data());
+  void* ffn = bf16 ? static_cast<void*>(s.ffn16.data()) : s.ffn.data();
+  s.gemm.Linear(x_in, t, p.ffn_in, l.ffn_in_b.data(), Epilogue::kGelu, ffn,
+                bf16);
+  s.gemm.Linear(ffn, t, p.ffn_out, nullptr, Epilogue::kAccumulate, s.x.data());
+  cpu::AddLayerNorm(s.x.data(), nullptr, l.ffn_out_b.data(), t, h,
+                    l.ln2_g.data(), l.ln2_b.data(), c.layer_norm_eps);
+}
+
 void CpuEncoder::EncodeShard(const TokenBatch& batch, size_t first, size_t last,
                              std::span<float* const> rows, Scratch& s) const {
   const BertConfig& c = ck_->config;
@@ -119,7 +166,16 @@ void CpuEncoder::EncodeShard(const TokenBatch& batch, size_t first, size_t last,
   grow(s.x, size_t(t) * h);
   grow(s.ctx, size_t(t) * h);
   grow(s.qkv, size_t(t) * 3 * h);
-  grow(s.ffn, size_t(t) * f);
+  if (precision() == cpu::Precision::kBf16) {
+    auto grow16 = [](std::vector<uint16_t>& v, size_t n) {
+      if (v.size() < n) v.resize(n);
+    };
+    grow16(s.x16, size_t(t) * h);
+    grow16(s.ctx16, size_t(t) * h);
+    grow16(s.ffn16, size_t(t) * f);
+  } else {
+    grow(s.ffn, size_t(t) * f);
+  }
 
   // Embeddings: word + position + token type 0, then LayerNorm.
   for (size_t seq = first; seq < last; ++seq) {
@@ -135,24 +191,8 @@ void CpuEncoder::EncodeShard(const TokenBatch& batch, size_t first, size_t last,
                     ck_->emb_ln_g.data(), ck_->emb_ln_b.data(),
                     c.layer_norm_eps);
 
-  for (const LayerWeights& l : ck_->layers) {
-    // The QKV bias is laid down first and the GEMM accumulates onto it.
-    for (int r = 0; r < t; ++r) {
-      std::copy(l.qkv_b.begin(), l.qkv_b.end(),
-                s.qkv.data() + size_t(r) * 3 * h);
-    }
-    MatMulT(s.x.data(), t, h, l.qkv_w, 3 * h, 1.0f, s.qkv.data());
-    Attention(batch, first, last, s);
-    // The output projections accumulate onto the residual stream x itself;
-    // their bias goes in with the LayerNorm that follows.
-    MatMulT(s.ctx.data(), t, h, l.attn_out_w, h, 1.0f, s.x.data());
-    cpu::AddLayerNorm(s.x.data(), nullptr, l.attn_out_b.data(), t, h,
-                      l.ln1_g.data(), l.ln1_b.data(), c.layer_norm_eps);
-    MatMulT(s.x.data(), t, h, l.ffn_in_w, f, 0.0f, s.ffn.data());
-    cpu::BiasGelu(s.ffn.data(), l.ffn_in_b.data(), t, f);
-    MatMulT(s.ffn.data(), t, f, l.ffn_out_w, h, 1.0f, s.x.data());
-    cpu::AddLayerNorm(s.x.data(), nullptr, l.ffn_out_b.data(), t, h,
-                      l.ln2_g.data(), l.ln2_b.data(), c.layer_norm_eps);
+  for (size_t i = 0; i < ck_->layers.size(); ++i) {
+    Layer(ck_->layers[i], packed_->layers[i], t, batch, first, last, s);
   }
 
   // Pooling over every token (the attention mask is all ones: no padding).
