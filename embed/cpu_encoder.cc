@@ -33,27 +33,42 @@ std::vector<size_t> ShardCuts(const TokenBatch& batch, size_t max_shards) {
 
 }  // namespace
 
-std::shared_ptr<const CpuPackedModel> CpuEncoder::Pack(
+StatusOr<std::shared_ptr<const CpuPackedModel>> CpuEncoder::Pack(
     const Checkpoint& ck, cpu::Precision precision) {
   auto m = std::make_shared<CpuPackedModel>();
   m->precision = precision;
   const int h = ck.config.hidden_size, f = ck.config.intermediate_size;
-  for (const LayerWeights& l : ck.layers) {
-    m->layers.push_back({{l.qkv_w, 3 * h, h, precision},
-                         {l.attn_out_w, h, h, precision},
-                         {l.ffn_in_w, f, h, precision},
-                         {l.ffn_out_w, h, f, precision}});
+  try {
+    for (const LayerWeights& l : ck.layers) {
+      m->layers.push_back({{l.qkv_w, 3 * h, h, precision},
+                           {l.attn_out_w, h, h, precision},
+                           {l.ffn_in_w, f, h, precision},
+                           {l.ffn_out_w, h, f, precision}});
+    }
+  } catch (const std::exception& e) {
+    return InternalError(std::string("cpu encoder: packing ") +
+                         cpu::PrecisionName(precision) +
+                         " weights for oneDNN failed: " + e.what());
   }
-  return m;
+  return std::shared_ptr<const CpuPackedModel>(std::move(m));
 }
+
+namespace {
+
+std::shared_ptr<const CpuPackedModel> PackDefault(const Checkpoint& ck) {
+  auto m = CpuEncoder::Pack(ck, cpu::DefaultPrecision());
+  if (!m.ok()) m = CpuEncoder::Pack(ck, cpu::Precision::kFp32);
+  return m.ok() ? *m : nullptr;  // null: Encode reports it
+}
+
+}  // namespace
 
 CpuEncoder::CpuEncoder(std::shared_ptr<const Checkpoint> checkpoint,
                        std::shared_ptr<CpuPool> pool,
                        std::shared_ptr<const CpuPackedModel> packed)
     : ck_(std::move(checkpoint)),
       pool_(std::move(pool)),
-      packed_(packed ? std::move(packed)
-                     : Pack(*ck_, cpu::DefaultPrecision())) {
+      packed_(packed ? std::move(packed) : PackDefault(*ck_)) {
   if (pool_) UseSingleThreadedBlas();
 }
 
@@ -64,6 +79,7 @@ void CpuEncoder::UseSingleThreadedBlas() {
 
 std::string CpuEncoder::description() const {
   const int threads = pool_ ? pool_->threads() : 1;
+  if (!packed_) return "cpu (no weights: oneDNN failed)";
   return std::string("cpu (onednn ") + cpu::PrecisionName(precision()) +
          " gemm on " + cpu::GemmIsa() + ", " + cpu::KernelIsa() + ", " +
          std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
@@ -223,17 +239,30 @@ Status CpuEncoder::Encode(const TokenBatch& batch,
                                   " outside the vocabulary");
     }
   }
+  if (!packed_) {
+    return InternalError("cpu encoder: oneDNN could not pack the weights");
+  }
   const std::vector<size_t> cuts =
       ShardCuts(batch, pool_ ? static_cast<size_t>(pool_->threads()) : 1);
   const size_t shards = cuts.size() - 1;
   if (scratch_.size() < shards) scratch_.resize(shards);
+  // oneDNN reports failures (memory, no kernel for a shape) by exception;
+  // one must not leave a pool worker.
+  std::vector<std::string> errors(shards);
   auto run = [&](size_t j) {
-    EncodeShard(batch, cuts[j], cuts[j + 1], rows, scratch_[j]);
+    try {
+      EncodeShard(batch, cuts[j], cuts[j + 1], rows, scratch_[j]);
+    } catch (const std::exception& e) {
+      errors[j] = e.what();
+    }
   };
   if (pool_) {
     pool_->Run(shards, run);
   } else {
     for (size_t j = 0; j < shards; ++j) run(j);
+  }
+  for (const std::string& e : errors) {
+    if (!e.empty()) return InternalError("cpu encoder: " + e);
   }
   return OkStatus();
 }

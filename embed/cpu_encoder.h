@@ -29,13 +29,14 @@ struct CpuPackedModel {
 
 class CpuEncoder : public Encoder {
  public:
-  static std::shared_ptr<const CpuPackedModel> Pack(const Checkpoint& ck,
-                                                    cpu::Precision precision);
+  // Errors when oneDNN has no matmul for `precision` on this CPU.
+  static StatusOr<std::shared_ptr<const CpuPackedModel>> Pack(
+      const Checkpoint& ck, cpu::Precision precision);
 
   // `pool` may be shared by several encoders (tasks queue first come first
   // served); null runs everything on the calling thread. With a pool, BLAS is
-  // made single-threaded (UseSingleThreadedBlas). `packed` null: the
-  // checkpoint is packed here at cpu::DefaultPrecision().
+  // made single-threaded (UseSingleThreadedBlas). `packed`: Pack(*checkpoint,
+  // ...); null packs here at cpu::DefaultPrecision() (fp32 if that fails).
   CpuEncoder(std::shared_ptr<const Checkpoint> checkpoint,
              std::shared_ptr<CpuPool> pool = nullptr,
              std::shared_ptr<const CpuPackedModel> packed = nullptr);
@@ -48,6 +49,7 @@ class CpuEncoder : public Encoder {
   // (and spin while waiting). Process-wide; idempotent.
   static void UseSingleThreadedBlas();
 
+  // Requires a packed model (description() says when there is none).
   cpu::Precision precision() const { return packed_->precision; }
 
  private:

@@ -120,6 +120,8 @@ struct PackedWeight::Impl {
 PackedWeight::PackedWeight(const std::vector<float>& w, int n, int k,
                            Precision p)
     : n_(n), k_(k), precision_(p), impl_(std::make_unique<Impl>()) {
+  // An OpenMP team started here would outlive the packing (and spin).
+  OneOpenMpThread();
   const dnnl::engine& eng = Engine();
   const dt wdt = DataType(p);
   // W[n, k] row-major is the k x n matrix matmul wants, column-major ("ba").
