@@ -61,14 +61,23 @@ class CpuEncoder : public Encoder {
     std::vector<uint16_t> x16, ctx16, ffn16;
     cpu::GemmContext gemm;
   };
-  void Layer(const LayerWeights& l, const CpuPackedModel::Layer& p, int t,
-             const TokenBatch& batch, size_t first, size_t last,
-             Scratch& s) const;
+  void Grow(Scratch& s, int t) const;
+  void Embed(const TokenBatch& batch, size_t first, size_t last,
+             Scratch& act) const;
+  void Qkv(size_t layer, Scratch& act, int r0, int r1,
+           cpu::GemmContext& g) const;
+  void Tail(size_t layer, Scratch& act, int r0, int r1,
+            cpu::GemmContext& g) const;
+  void Attention(const TokenBatch& batch, size_t first, size_t last,
+                 size_t part, size_t parts, Scratch& act,
+                 std::vector<float>& scores) const;
   // Sequences [first, last) of `batch`, pooled into rows[first, last).
   void EncodeShard(const TokenBatch& batch, size_t first, size_t last,
                    std::span<float* const> rows, Scratch& s) const;
-  void Attention(const TokenBatch& batch, size_t first, size_t last,
-                 Scratch& s) const;
+  // The whole batch, each step split over `parts` pool tasks; errors[p] is
+  // what part p threw.
+  void EncodeSplit(const TokenBatch& batch, std::span<float* const> rows,
+                   size_t parts, std::vector<std::string>& errors);
   void Pool(const float* x, int len, float* out) const;
 
   std::shared_ptr<const Checkpoint> ck_;

@@ -219,6 +219,44 @@ TEST_P(CpuEncoderPrecisionTest, ShardedBatchMatchesOneThread) {
   }
 }
 
+// Too few sequences for a shard a thread: each step is split over the pool by
+// rows (and attention by sequence and head), and every sequence gets the
+// vector it gets alone on one thread.
+TEST_P(CpuEncoderPrecisionTest, SplitSequenceMatchesOneThread) {
+  const cpu::Precision prec = GetParam();
+  auto ck = Load({});
+  auto tok = Tokenizer::Create(ck->vocab, ck->tokenizer_options);
+  ASSERT_TRUE(tok.ok());
+  auto packed = PackOrDie(*ck, prec);
+  std::string text;
+  for (int w = 0; w < 60; ++w) text += (w % 3 ? "dog " : "quick fox ");
+  for (size_t count : {1, 3}) {
+    TokenBatch batch;
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < count; ++i) {
+      ids.push_back(tok->Encode(text.substr(0, text.size() - 8 * i)));
+      batch.Add(ids.back());
+    }
+    ASSERT_GE(batch.ids.size(), 2 * 16u);  // enough rows for several parts
+    auto run = [&](std::shared_ptr<CpuPool> pool) {
+      std::vector<std::vector<float>> out(count, std::vector<float>(32));
+      std::vector<float*> rows;
+      for (auto& r : out) rows.push_back(r.data());
+      CpuEncoder enc(ck, pool, packed);
+      EXPECT_TRUE(enc.Encode(batch, rows).ok());
+      EXPECT_TRUE(enc.Encode(batch, rows).ok());  // scratch reused
+      return out;
+    };
+    const auto one = run(nullptr);
+    const auto three = run(std::make_shared<CpuPool>(3));
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_GT(Cosine(one[i].data(), three[i].data(), 32), 0.999999) << i;
+      std::vector<float> want = NaiveBert(*ck, ids[i]);
+      EXPECT_GT(Cosine(three[i].data(), want.data(), 32), MinCosine(prec)) << i;
+    }
+  }
+}
+
 // One Linear against double precision, for every epilogue, at row counts the
 // weights were not packed for (1, 7, 300) and with the output in bf16.
 TEST_P(CpuEncoderPrecisionTest, GemmLinearMatchesDouble) {

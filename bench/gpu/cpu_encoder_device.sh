@@ -96,6 +96,15 @@ timed compare 240 python3 bench/embed_cpu_compare.py --threads "1,2,$CORES" \
   --batches 1,32 --precisions fp32,bf16 --reps 5 \
   --bin "$B/bin/cpu_embed_bench" --work "$W/compare" --out "$OUT/compare.md"
 cat "$OUT/compare.md" >>"$SUM" 2>/dev/null
+# A batch of one sequence is split over the pool's threads by rows (and
+# attention by head); the same without that split, for comparison.
+for t in 2 "$CORES"; do
+  timed "nosplit_bf16_t$t" 40 env ZEROVEC_CPU_SPLIT=0 "$B/bin/cpu_embed_bench" \
+    --model "$W/compare/minilm_random" --texts "$W/compare/texts.txt" \
+    --out "$OUT/nosplit_t$t.json" --batches 1 --reps 5 --threads "$t" \
+    --precision bf16
+  cat "$OUT/nosplit_t$t.json" >>"$SUM" 2>/dev/null
+done
 
 # 2. Encoder alone and the whole build, bundled model, 1 thread and all cores.
 for t in 1 "$CORES"; do
