@@ -1,12 +1,15 @@
 #include "embed/cpu_gemm.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
 #include <unordered_map>
+
+// From libgomp, which libdnnl runs on; declared here so that no compiler's
+// own <omp.h> (GCC's or clang's libomp one) or -fopenmp is needed.
+extern "C" void omp_set_num_threads(int);
 
 namespace zv::embed::cpu {
 namespace {
