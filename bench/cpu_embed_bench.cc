@@ -4,11 +4,13 @@
 //
 //   cpu_embed_bench --model DIR --texts FILE --out JSON [--vectors-out F32FILE]
 //                   [--batches 1,32] [--reps 7] [--warmup 2] [--threads N]
+//                   [--precision auto|fp32|bf16]
 //
 // FILE holds one text a line. One rep embeds every text of FILE once, in
 // consecutive batches of the given size; the figure is the median rep time.
 // Threads: --threads N (the CPU encoder's pool; BLAS runs single-threaded in
 // it), else OPENBLAS_NUM_THREADS from the environment, else every core.
+// --precision: the CPU encoder's GEMMs (EmbedderOptions::cpu_precision).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -115,6 +117,15 @@ int main(int argc, char** argv) {
   const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
   opt.cpu_threads =
       std::stoi(Arg(argc, argv, "threads", env_threads ? env_threads : "0"));
+  const std::string precision = Arg(argc, argv, "precision", "auto");
+  if (precision == "fp32") {
+    opt.cpu_precision = zv::embed::CpuPrecision::kFp32;
+  } else if (precision == "bf16") {
+    opt.cpu_precision = zv::embed::CpuPrecision::kBf16;
+  } else if (precision != "auto") {
+    std::fprintf(stderr, "--precision: auto, fp32 or bf16\n");
+    return 2;
+  }
   auto emb = zv::embed::Embedder::Create(opt);
   if (!emb.ok()) {
     std::fprintf(stderr, "%s\n", emb.status().ToString().c_str());

@@ -2,6 +2,7 @@
 """CPU encoder (embed::Embedder, device cpu) vs PyTorch on the CPU, same weights.
 
   /usr/bin/python3 bench/embed_cpu_compare.py [--threads 1,2] [--reps 7] [--texts 32]
+      [--precisions fp32,bf16]
 
 Runs from the repository root after `bazel build --jobs=2 //bench:cpu_embed_bench`.
 Needs Debian's python3-torch and python3-numpy (no transformers, no safetensors
@@ -21,6 +22,13 @@ and batch 32 do the same work); the figure is the median of --reps reps after tw
 warm-up reps. The C++ time includes its tokenizer, the torch time does not (ids are
 prepared outside the timed region). Threads: cpu_embed_bench --threads for C++ (its
 pool; OpenBLAS single-threaded inside it), torch.set_num_threads for torch.
+
+Precisions: each of --precisions is one cpu_embed_bench run (--precision fp32 | bf16 |
+auto; bf16 = bf16 GEMM inputs, fp32 accumulation, refused on CPUs without AVX512-BF16/AMX
+and then left out of the table). Torch is timed twice: float32 eager (the reference every
+C++ vector is checked against, whatever its precision) and eager under
+torch.autocast("cpu", dtype=torch.bfloat16) (linear layers and matmuls in bf16, as the C++
+bf16 path), so a bf16 C++ figure can be read against both.
 
 Prints a markdown table (and writes it to --out).
 """
@@ -122,6 +130,19 @@ def pad(seqs):
     return ids, mask
 
 
+def cpu_model():
+    """The CPU's model name and its bf16/AMX flags, from /proc/cpuinfo."""
+    name, flags = "unknown", []
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = [f for f in value.split() if f.startswith(("avx512_bf16", "amx"))]
+    return name + (" [%s]" % " ".join(flags) if flags else "")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
@@ -131,6 +152,8 @@ def main():
     ap.add_argument("--work", default="/tmp/zv_embed_cpu_bench")
     ap.add_argument("--bin", default=os.path.join(REPO, os.environ.get("BIN", "bazel-out/k8-fastbuild/bin"), "bench/cpu_embed_bench"))
     ap.add_argument("--out", default="/tmp/zv_embed_cpu_bench/table.md")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--no-torch-bf16", action="store_true")
     args = ap.parse_args()
 
     os.makedirs(args.work, exist_ok=True)
@@ -150,61 +173,81 @@ def main():
     batches = [int(x) for x in args.batches.split(",")]
     padded = {b: [pad(seqs[i:i + b]) for i in range(0, len(seqs), b)] for b in batches}
 
-    rows = []
+    def time_torch(b, autocast):
+        def one_pass():
+            for ids, mask in padded[b]:
+                bert(ids, mask)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            for _ in range(2):
+                one_pass()
+            ts = []
+            for _ in range(args.reps):
+                t0 = time.perf_counter()
+                one_pass()
+                ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    ref_batches = padded[32 if 32 in padded else batches[-1]]
+    with torch.inference_mode():
+        ref = torch.cat([bert(ids, mask) for ids, mask in ref_batches])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            ref16 = torch.cat([bert(ids, mask).float() for ids, mask in ref_batches])
+    torch_bf16_cos = float(F.cosine_similarity(ref, ref16, dim=-1).min())
+
+    rows, failed = [], []
     for threads in [int(x) for x in args.threads.split(",")]:
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-        cpp_json = os.path.join(args.work, "cpp_t%d.json" % threads)
-        vec_path = os.path.join(args.work, "cpp_t%d.f32" % threads)
-        load = os.getloadavg()
-        subprocess.check_call([args.bin, "--model", model, "--texts", texts_path, "--out", cpp_json,
-                               "--vectors-out", vec_path, "--batches", args.batches,
-                               "--reps", str(args.reps), "--threads", str(threads)], env=env)
-        cpp = json.load(open(cpp_json))
         torch.set_num_threads(threads)
-        with torch.inference_mode():
-            ref = torch.cat([bert(ids, mask) for ids, mask in padded[32 if 32 in padded else batches[-1]]])
+        torch_s = {b: time_torch(b, False) for b in batches}
+        torch16_s = {} if args.no_torch_bf16 else {b: time_torch(b, True) for b in batches}
+        for prec in args.precisions.split(","):
+            cpp_json = os.path.join(args.work, "cpp_t%d_%s.json" % (threads, prec))
+            vec_path = os.path.join(args.work, "cpp_t%d_%s.f32" % (threads, prec))
+            load = os.getloadavg()
+            rc = subprocess.call([args.bin, "--model", model, "--texts", texts_path, "--out", cpp_json,
+                                  "--vectors-out", vec_path, "--batches", args.batches,
+                                  "--reps", str(args.reps), "--threads", str(threads),
+                                  "--precision", prec], env=env)
+            if rc != 0:
+                print("C++ --precision %s: exit %d (left out)" % (prec, rc), file=sys.stderr)
+                continue
+            cpp = json.load(open(cpp_json))
             got = torch.from_numpy(np.fromfile(vec_path, dtype=np.float32).reshape(len(texts), -1))
-            cos = F.cosine_similarity(ref, got, dim=-1)
-            min_cos = float(cos.min())
-            if min_cos < 0.999:
-                sys.exit("vectors differ: min cosine %.6f < 0.999" % min_cos)
-            torch_s = {}
-            for b in batches:
-                def one_pass():
-                    for ids, mask in padded[b]:
-                        bert(ids, mask)
-                for _ in range(2):
-                    one_pass()
-                ts = []
-                for _ in range(args.reps):
-                    t0 = time.perf_counter()
-                    one_pass()
-                    ts.append(time.perf_counter() - t0)
-                torch_s[b] = statistics.median(ts)
-        for r in cpp["results"]:
-            b = r["batch"]
-            c, t = r["median_pass_s"], torch_s[b]
-            rows.append((threads, b, len(texts) / c, ntok / c, len(texts) / t, ntok / t, t / c,
-                         min_cos, load[0]))
-            print("threads %d batch %d: C++ %.1f sent/s, torch %.1f sent/s, C++/torch %.2fx, "
-                  "min cos %.6f" % (threads, b, len(texts) / c, len(texts) / t, t / c, min_cos),
-                  file=sys.stderr)
+            min_cos = float(F.cosine_similarity(ref, got, dim=-1).min())
+            if min_cos < 0.999:  # reported in the table, and the exit status
+                print("vectors differ (%s): min cosine %.6f < 0.999" % (prec, min_cos),
+                      file=sys.stderr)
+                failed.append(prec)
+            for r in cpp["results"]:
+                b = r["batch"]
+                c, t = r["median_pass_s"], torch_s[b]
+                t16 = torch16_s.get(b)
+                rows.append((threads, b, cpp["device"], len(texts) / c, ntok / c, len(texts) / t,
+                             len(texts) / t16 if t16 else float("nan"), t / c,
+                             t16 / c if t16 else float("nan"), min_cos, load[0]))
+                print("threads %d batch %d %s: C++ %.1f sent/s, torch fp32 %.1f, C++/torch %.2fx, "
+                      "min cos %.6f" % (threads, b, prec, len(texts) / c, len(texts) / t, t / c, min_cos),
+                      file=sys.stderr)
 
-    lines = ["| threads | batch | ZeroVec C++ sent/s | ZeroVec tokens/s | torch sent/s | torch tokens/s "
-             "| C++ / torch | min cosine | load avg (1 min) at start |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for th, b, cs, ct, ts, tt, ratio, mc, ld in rows:
-        lines.append("| %d | %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.6f | %.2f |"
-                     % (th, b, cs, ct, ts, tt, ratio, mc, ld))
+    lines = ["| threads | batch | ZeroVec C++ (device string) | C++ sent/s | C++ tokens/s "
+             "| torch fp32 sent/s | torch bf16-autocast sent/s | C++ / torch fp32 "
+             "| C++ / torch bf16 | min cosine C++ vs torch fp32 | load avg (1 min) |",
+             "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for th, b, dev, cs, ct, ts, ts16, ratio, ratio16, mc, ld in rows:
+        lines.append("| %d | %d | %s | %.1f | %.0f | %.1f | %.1f | %.2fx | %.2fx | %.6f | %.2f |"
+                     % (th, b, dev, cs, ct, ts, ts16, ratio, ratio16, mc, ld))
     lines.append("")
-    lines.append("%d texts, %d tokens (%.1f a text incl. [CLS]/[SEP]); C++ %s; torch %s "
-                 "(float32, eager); numpy %s; %d reps, median." % (
-                     len(texts), ntok, ntok / len(texts), cpp["device"], torch.__version__,
-                     np.__version__, args.reps))
+    lines.append("%d texts, %d tokens (%.1f a text incl. [CLS]/[SEP]); torch %s eager, float32 and "
+                 "bf16 autocast (min cosine torch bf16 vs torch fp32 %.6f); numpy %s; %d reps, "
+                 "median; CPU: %s." % (
+                     len(texts), ntok, ntok / len(texts), torch.__version__, torch_bf16_cos,
+                     np.__version__, args.reps, cpu_model()))
     table = "\n".join(lines)
     print(table)
     with open(args.out, "w") as fh:
         fh.write(table + "\n")
+    if failed:
+        sys.exit("min cosine < 0.999 for: %s" % ", ".join(sorted(set(failed))))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "embed/embedder.h"
@@ -113,7 +114,37 @@ std::shared_ptr<const Checkpoint> Load(const testing::TinyBertOptions& o) {
   return *ck;
 }
 
-TEST(CpuEncoderTest, MatchesNaiveReferenceInOnePackedBatch) {
+// Both GEMM precisions (bf16 only where oneDNN runs it natively: elsewhere
+// the embedder refuses it). bf16 rounds every GEMM input, so it is held to the
+// bar vectors are held to against PyTorch (0.999), fp32 to 0.99999.
+std::vector<cpu::Precision> Precisions() {
+  std::vector<cpu::Precision> p = {cpu::Precision::kFp32};
+  if (cpu::Bf16Native()) p.push_back(cpu::Precision::kBf16);
+  return p;
+}
+
+double MinCosine(cpu::Precision p) {
+  return p == cpu::Precision::kBf16 ? 0.999 : 0.99999;
+}
+
+std::shared_ptr<const CpuPackedModel> PackOrDie(const Checkpoint& ck,
+                                                cpu::Precision p) {
+  auto m = CpuEncoder::Pack(ck, p);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : nullptr;
+}
+
+class CpuEncoderPrecisionTest
+    : public ::testing::TestWithParam<cpu::Precision> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Gemm, CpuEncoderPrecisionTest, ::testing::ValuesIn(Precisions()),
+    [](const ::testing::TestParamInfo<cpu::Precision>& info) {
+      return std::string(cpu::PrecisionName(info.param));
+    });
+
+TEST_P(CpuEncoderPrecisionTest, MatchesNaiveReferenceInOnePackedBatch) {
+  const cpu::Precision prec = GetParam();
   for (bool cls : {false, true}) {
     testing::TinyBertOptions o;
     o.cls_pooling = cls;
@@ -132,11 +163,15 @@ TEST(CpuEncoderTest, MatchesNaiveReferenceInOnePackedBatch) {
     std::vector<std::vector<float>> out(texts.size(), std::vector<float>(32));
     std::vector<float*> rows;
     for (auto& r : out) rows.push_back(r.data());
-    CpuEncoder enc(ck);
+    CpuEncoder enc(ck, nullptr, PackOrDie(*ck, prec));
+    EXPECT_EQ(enc.precision(), prec);
+    EXPECT_NE(enc.description().find(cpu::PrecisionName(prec)),
+              std::string::npos);
     ASSERT_TRUE(enc.Encode(batch, rows).ok());
     for (size_t i = 0; i < texts.size(); ++i) {
       std::vector<float> want = NaiveBert(*ck, ids[i]);
-      EXPECT_GT(Cosine(out[i].data(), want.data(), 32), 0.99999) << texts[i];
+      EXPECT_GT(Cosine(out[i].data(), want.data(), 32), MinCosine(prec))
+          << texts[i];
       double norm = 0;
       for (float v : out[i]) norm += v * v;
       EXPECT_NEAR(norm, 1.0, 1e-5);  // Normalize module present
@@ -146,8 +181,10 @@ TEST(CpuEncoderTest, MatchesNaiveReferenceInOnePackedBatch) {
 
 // A batch split into shards across a pool's threads gives each sequence the
 // vector it gets alone on one thread, and matches the naive reference.
-TEST(CpuEncoderTest, ShardedBatchMatchesOneThread) {
+TEST_P(CpuEncoderPrecisionTest, ShardedBatchMatchesOneThread) {
+  const cpu::Precision prec = GetParam();
   auto ck = Load({});
+  auto packed = PackOrDie(*ck, prec);
   auto tok = Tokenizer::Create(ck->vocab, ck->tokenizer_options);
   ASSERT_TRUE(tok.ok());
   const char* words[] = {"the",  "quick", "brown", "fox",    "jumps",  "over",
@@ -166,7 +203,7 @@ TEST(CpuEncoderTest, ShardedBatchMatchesOneThread) {
     std::vector<std::vector<float>> out(ids.size(), std::vector<float>(32));
     std::vector<float*> rows;
     for (auto& r : out) rows.push_back(r.data());
-    CpuEncoder enc(ck, pool);
+    CpuEncoder enc(ck, pool, packed);
     EXPECT_TRUE(enc.Encode(batch, rows).ok());
     EXPECT_TRUE(enc.Encode(batch, rows).ok());  // scratch reused
     return out;
@@ -177,9 +214,110 @@ TEST(CpuEncoderTest, ShardedBatchMatchesOneThread) {
     EXPECT_GT(Cosine(one[i].data(), four[i].data(), 32), 0.999999) << i;
     if (i % 10 == 0) {
       std::vector<float> want = NaiveBert(*ck, ids[i]);
-      EXPECT_GT(Cosine(four[i].data(), want.data(), 32), 0.99999) << i;
+      EXPECT_GT(Cosine(four[i].data(), want.data(), 32), MinCosine(prec)) << i;
     }
   }
+}
+
+// Too few sequences for a shard a thread: each step is split over the pool by
+// rows (and attention by sequence and head), and every sequence gets the
+// vector it gets alone on one thread.
+TEST_P(CpuEncoderPrecisionTest, SplitSequenceMatchesOneThread) {
+  const cpu::Precision prec = GetParam();
+  auto ck = Load({});
+  auto tok = Tokenizer::Create(ck->vocab, ck->tokenizer_options);
+  ASSERT_TRUE(tok.ok());
+  auto packed = PackOrDie(*ck, prec);
+  std::string text;
+  for (int w = 0; w < 60; ++w) text += (w % 3 ? "dog " : "quick fox ");
+  for (size_t count : {1, 3}) {
+    TokenBatch batch;
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < count; ++i) {
+      ids.push_back(tok->Encode(text.substr(0, text.size() - 8 * i)));
+      batch.Add(ids.back());
+    }
+    ASSERT_GE(batch.ids.size(), 2 * 16u);  // enough rows for several parts
+    auto run = [&](std::shared_ptr<CpuPool> pool) {
+      std::vector<std::vector<float>> out(count, std::vector<float>(32));
+      std::vector<float*> rows;
+      for (auto& r : out) rows.push_back(r.data());
+      CpuEncoder enc(ck, pool, packed);
+      EXPECT_TRUE(enc.Encode(batch, rows).ok());
+      EXPECT_TRUE(enc.Encode(batch, rows).ok());  // scratch reused
+      return out;
+    };
+    const auto one = run(nullptr);
+    const auto three = run(std::make_shared<CpuPool>(3));
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_GT(Cosine(one[i].data(), three[i].data(), 32), 0.999999) << i;
+      std::vector<float> want = NaiveBert(*ck, ids[i]);
+      EXPECT_GT(Cosine(three[i].data(), want.data(), 32), MinCosine(prec)) << i;
+    }
+  }
+}
+
+// One Linear against double precision, for every epilogue, at row counts the
+// weights were not packed for (1, 7, 300) and with the output in bf16.
+TEST_P(CpuEncoderPrecisionTest, GemmLinearMatchesDouble) {
+  const cpu::Precision prec = GetParam();
+  const bool bf16 = prec == cpu::Precision::kBf16;
+  const int n = 48, k = 40;
+  std::vector<float> w(n * k), bias(n);
+  for (int i = 0; i < n * k; ++i) w[i] = std::sin(0.37 * i);
+  for (int i = 0; i < n; ++i) bias[i] = 0.1f * std::cos(1.3 * i);
+  cpu::PackedWeight pw(w, n, k, prec);
+  cpu::GemmContext ctx;
+  // bf16 has 8 significant bits: relative error ~ 2^-8 per input, a few
+  // times that summed over k (plus bf16 output rounding).
+  const double tol = bf16 ? 0.06 : 1e-4;
+  auto bits = [](float f) {
+    uint16_t b;
+    cpu::ToBf16(&f, 1, &b);
+    uint32_t u = uint32_t{b} << 16;
+    float g;
+    std::memcpy(&g, &u, sizeof g);
+    return g;
+  };
+  for (int m : {1, 7, 300}) {
+    std::vector<float> x(m * k);
+    for (int i = 0; i < m * k; ++i) x[i] = std::cos(0.11 * i);
+    std::vector<uint16_t> x16(x.size());
+    cpu::ToBf16(x.data(), x.size(), x16.data());
+    const void* in = bf16 ? static_cast<const void*>(x16.data()) : x.data();
+    for (auto e : {cpu::Epilogue::kStore, cpu::Epilogue::kAccumulate,
+                   cpu::Epilogue::kGelu}) {
+      std::vector<float> y(m * n, 0.5f);
+      std::vector<uint16_t> y16(m * n);
+      const bool out16 = bf16 && e == cpu::Epilogue::kGelu;
+      ctx.Linear(in, m, pw, bias.data(), e,
+                 out16 ? static_cast<void*>(y16.data()) : y.data(), out16);
+      EXPECT_FALSE(ctx.last_impl().empty());
+      for (int r = 0; r < m; ++r) {
+        for (int o = 0; o < n; ++o) {
+          double s = bias[o];
+          for (int i = 0; i < k; ++i) s += double{x[r * k + i]} * w[o * k + i];
+          if (e == cpu::Epilogue::kAccumulate) s += 0.5;
+          if (e == cpu::Epilogue::kGelu)
+            s = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0)));
+          double got = y[r * n + o];
+          if (out16) {
+            uint32_t u = uint32_t{y16[r * n + o]} << 16;
+            float f;
+            std::memcpy(&f, &u, sizeof f);
+            got = f;
+          }
+          ASSERT_NEAR(got, s, tol * (1 + std::abs(s)))
+              << "m " << m << " row " << r << " col " << o << " epilogue "
+              << static_cast<int>(e);
+        }
+      }
+    }
+  }
+  // Round to nearest even: 1 + 2^-8 is a tie (stays 1), 1 + 3 * 2^-8 rounds up.
+  EXPECT_EQ(bits(1.0f + 1.0f / 256), 1.0f);
+  EXPECT_EQ(bits(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);
+  EXPECT_EQ(bits(-2.5f), -2.5f);
 }
 
 TEST(CpuPoolTest, RunsEveryTaskOnceFromSeveralCallers) {
@@ -311,6 +449,40 @@ TEST(EmbedderTest, ReportsTruncatedTexts) {
       (*emb)->EmbedInto(spans, {rows.data(), spans.size()}, &report).ok());
   EXPECT_EQ(report.truncated, 0u);
   EXPECT_EQ((*emb)->SplitToWindows(fits, window / 8).size(), 1u);
+}
+
+// The precision option reaches the encoder; fp32 and bf16 agree to the bar
+// vectors are held to; bf16 is refused where oneDNN would only emulate it.
+TEST(EmbedderTest, CpuPrecisionOption) {
+  EmbedderOptions opt;
+  opt.model_dir = TinyModelDir();
+  opt.device = DevicePreference::kCpu;
+  opt.cpu_precision = CpuPrecision::kFp32;
+  auto fp32 = Embedder::Create(opt);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_NE((*fp32)->device_description().find("fp32"), std::string::npos);
+  opt.cpu_precision = CpuPrecision::kBf16;
+  auto bf16 = Embedder::Create(opt);
+  if (!cpu::Bf16Native()) {
+    EXPECT_EQ(bf16.status().code(), StatusCode::kFailedPrecondition);
+    return;
+  }
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_NE((*bf16)->device_description().find("bf16"), std::string::npos);
+  std::vector<std::string_view> texts = {"the quick brown fox", "hello world",
+                                         "vector search of embedded data"};
+  std::vector<float> a(texts.size() * 32), b(texts.size() * 32);
+  std::vector<float*> ra, rb;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ra.push_back(&a[i * 32]);
+    rb.push_back(&b[i * 32]);
+  }
+  ASSERT_TRUE((*fp32)->EmbedInto(texts, ra).ok());
+  ASSERT_TRUE((*bf16)->EmbedInto(texts, rb).ok());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_GT(Cosine(ra[i], rb[i], 32), 0.999) << texts[i];
+  }
+  EXPECT_NE(a, b);  // bf16 did round
 }
 
 TEST(EmbedderTest, ArgumentErrors) {

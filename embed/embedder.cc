@@ -268,17 +268,30 @@ class EmbedderImpl : public Embedder {
     }
     if (max_tokens <= 0) max_tokens = kCpuBatchTokens;
     max_tokens = std::max(max_tokens, info_.max_length);
+    cpu::Precision precision = cpu::DefaultPrecision();
+    if (options.cpu_precision == CpuPrecision::kFp32) {
+      precision = cpu::Precision::kFp32;
+    } else if (options.cpu_precision == CpuPrecision::kBf16) {
+      if (!cpu::Bf16Native()) {
+        return FailedPreconditionError(
+            "embedder: bf16 on the CPU needs AVX512-BF16 or AMX (oneDNN sees " +
+            cpu::GemmIsa() + ")");
+      }
+      precision = cpu::Precision::kBf16;
+    }
+    auto packed = CpuEncoder::Pack(*ck_, precision);
+    if (!packed.ok()) return packed.status();
     auto pool = std::make_shared<CpuPool>(options.cpu_threads);
-    auto cpu = std::make_unique<CpuEncoder>(ck_, pool);
+    auto cpu = std::make_unique<CpuEncoder>(ck_, pool, *packed);
     cpu_note_ = cpu->description() + cpu_note_;
     // Tokenizing stays within the cores given too.
     const int tokenize_threads = std::min(8, pool->threads());
     interactive_ = std::make_unique<Lane>(std::move(cpu), &tokenizer_,
                                           max_tokens, tokenize_threads);
     for (int i = 0; i < kCpuBulkLanes; ++i) {
-      bulk_.push_back(
-          std::make_unique<Lane>(std::make_unique<CpuEncoder>(ck_, pool),
-                                 &tokenizer_, max_tokens, tokenize_threads));
+      bulk_.push_back(std::make_unique<Lane>(
+          std::make_unique<CpuEncoder>(ck_, pool, *packed), &tokenizer_,
+          max_tokens, tokenize_threads));
     }
     return OkStatus();
   }

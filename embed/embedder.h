@@ -25,6 +25,13 @@ namespace zv::embed {
 
 enum class DevicePreference { kAuto, kCpu, kCuda };
 
+// The CPU encoder's GEMMs: fp32, or bf16 weights and activations with fp32
+// accumulation (min cosine >= 0.999 against fp32 on the reference sentences;
+// bench/RESULTS.md). kAuto: bf16 where the CPU has native bf16 (AVX512-BF16 or
+// AMX), else fp32; the environment's ZEROVEC_CPU_PRECISION=fp32|bf16 overrides
+// kAuto.
+enum class CpuPrecision { kAuto, kFp32, kBf16 };
+
 struct EmbedderOptions {
   std::filesystem::path model_dir;
   DevicePreference device = DevicePreference::kAuto;
@@ -37,6 +44,7 @@ struct EmbedderOptions {
   // Threads the CPU encoder computes on (one pool shared by its lanes; BLAS
   // runs single-threaded inside it); 0: every core this process may use.
   int cpu_threads = 0;
+  CpuPrecision cpu_precision = CpuPrecision::kAuto;
 };
 
 // OpenBLAS picks its kernels from the CPU's cpuid model and falls back to

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "embed/cpu_gemm.h"
 #include "embed/embedder.h"
 #include "embed/testing/test_checkpoint.h"
 
@@ -12,14 +13,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void ExpectMatchesReference(const fs::path& model_dir,
-                            const fs::path& reference) {
+void ExpectMatchesAt(const fs::path& model_dir, const fs::path& reference,
+                     CpuPrecision precision) {
   auto refs = testing::ReadReference(reference);
   ASSERT_TRUE(refs.ok()) << refs.status();
   ASSERT_FALSE(refs->empty());
   EmbedderOptions opt;
   opt.model_dir = model_dir;
   opt.device = DevicePreference::kCpu;
+  opt.cpu_precision = precision;
   auto emb = Embedder::Create(opt);
   ASSERT_TRUE(emb.ok()) << emb.status();
   const int dim = (*emb)->info().dim;
@@ -38,8 +40,25 @@ void ExpectMatchesReference(const fs::path& model_dir,
     worst = std::min(worst, cos);
     EXPECT_GE(cos, 0.999) << "sentence " << i << ": " << texts[i];
   }
-  std::printf("%s: %zu sentences, min cosine CPU vs reference %.6f\n",
-              reference.filename().c_str(), refs->size(), worst);
+  std::printf("%s: %zu sentences, min cosine CPU (%s) vs reference %.6f\n",
+              reference.filename().c_str(), refs->size(),
+              (*emb)->device_description().c_str(), worst);
+}
+
+// Each CPU GEMM precision (bf16 where this CPU runs it natively) against the
+// same fp32 PyTorch vectors.
+std::vector<CpuPrecision> Precisions() {
+  std::vector<CpuPrecision> p = {CpuPrecision::kFp32};
+  if (cpu::Bf16Native()) p.push_back(CpuPrecision::kBf16);
+  return p;
+}
+
+void ExpectMatchesReference(const fs::path& model_dir,
+                            const fs::path& reference) {
+  for (CpuPrecision p : Precisions()) {
+    SCOPED_TRACE(p == CpuPrecision::kBf16 ? "bf16" : "fp32");
+    ExpectMatchesAt(model_dir, reference, p);
+  }
 }
 
 TEST(ReferenceTest, ZerovecMiniMatchesPytorch) {

@@ -7,7 +7,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java
   g++ clang libclang-rt-14-dev clang-format
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
-  libfaiss-dev librocksdb-dev libxapian-dev libboost-dev libgtest-dev libgmock-dev libopenblas-dev liblapack-dev
+  libfaiss-dev librocksdb-dev libxapian-dev libboost-dev libgtest-dev libgmock-dev libopenblas-dev liblapack-dev libdnnl-dev
   nlohmann-json3-dev libsimdjson-dev libhnswlib-dev patchelf xz-utils
   python3 python3-grpcio python3-grpc-tools python3-numpy
   python3-dev pybind11-dev python3-pip python3-setuptools python3-venv

@@ -10,13 +10,16 @@
 # Bundle: .device/zerovec-cpu.tar.xz, else .device/zerovec-cuda.tar.xz.
 # Passages: .device/passages5k.txt, else the first 5000 lines of
 # .device/passages.txt.xz (pack_for_device.sh), else data/demo/corpus.jsonl.
-# Steps: bench/embed_cpu_compare.py (eager torch vs the CPU encoder, MiniLM
-# shape, 1, 2 and 16 threads); the encoder alone (embed_corpus_bench) and
-# `zerovec build --device cpu` on the passages at 1 and 16 threads, with user,
-# system and wall time. Logs and summary.txt go to $OUT.
+# Steps: bench/embed_cpu_compare.py (the CPU encoder at fp32 and bf16 GEMMs
+# vs eager torch fp32 and torch bf16 autocast, MiniLM shape, batch 1 and 32,
+# 1, 2 and all threads); the encoder alone (embed_corpus_bench) and
+# `zerovec build --device cpu` on the passages at 1 and all threads (default
+# precision: bf16 where the CPU has AVX512-BF16/AMX), plus the MiniLM-shape
+# build at fp32 (ZEROVEC_CPU_PRECISION=fp32), with user, system and wall time.
+# Logs, compare.md and summary.txt go to $OUT.
 set -uo pipefail
 T0=$(date +%s)
-DEADLINE=${1:-230}
+DEADLINE=${1:-420}
 OUT=${OUT:-/tmp/cpu_encoder_out}
 W=/tmp/zvcpuenc
 B=$W/bundle
@@ -71,7 +74,8 @@ PY
   date -u +%Y-%m-%dT%H:%M:%SZ
   echo "cores $CORES; $(grep -m1 'model name' /proc/cpuinfo); cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null)"
   echo "bundle $TAR: $(du -sh "$B" | cut -f1); CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES'"
-  python3 -c 'import torch; print("torch", torch.__version__)' 2>&1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.__config__.show())' 2>&1 | head -n 12
+  grep -o -w -E 'avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort | uniq -c
 } | tee "$SUM"
 
 P=$W/passages5k.txt
@@ -86,10 +90,21 @@ note "passages: $P, $(wc -l <"$P") lines"
 MINILM=$W/minilm_random
 python3 bench/gpu/make_checkpoint.py --shape minilm --out "$MINILM" >/dev/null
 
-# 1. Eager torch vs the CPU encoder (same weights, cosine >= 0.999 checked).
-timed compare 100 python3 bench/embed_cpu_compare.py --threads "1,2,$CORES" \
-  --reps 5 --bin "$B/bin/cpu_embed_bench" --work "$W/compare" \
-  --out "$OUT/compare.md"
+# 1. Eager torch (fp32 and bf16 autocast) vs the CPU encoder (fp32 and bf16
+# GEMMs), same weights, min cosine vs torch fp32 >= 0.999 checked.
+timed compare 240 python3 bench/embed_cpu_compare.py --threads "1,2,$CORES" \
+  --batches 1,32 --precisions fp32,bf16 --reps 5 \
+  --bin "$B/bin/cpu_embed_bench" --work "$W/compare" --out "$OUT/compare.md"
+cat "$OUT/compare.md" >>"$SUM" 2>/dev/null
+# A batch of one sequence is split over the pool's threads by rows (and
+# attention by head); the same without that split, for comparison.
+for t in 2 "$CORES"; do
+  timed "nosplit_bf16_t$t" 40 env ZEROVEC_CPU_SPLIT=0 "$B/bin/cpu_embed_bench" \
+    --model "$W/compare/minilm_random" --texts "$W/compare/texts.txt" \
+    --out "$OUT/nosplit_t$t.json" --batches 1 --reps 5 --threads "$t" \
+    --precision bf16
+  cat "$OUT/nosplit_t$t.json" >>"$SUM" 2>/dev/null
+done
 
 # 2. Encoder alone and the whole build, bundled model, 1 thread and all cores.
 for t in 1 "$CORES"; do
@@ -107,4 +122,8 @@ for t in 1 "$CORES"; do
     --collection p --input "$W/passages1500" --model "$MINILM" --device cpu \
     --threads "$t"
 done
+rm -rf "$W/dl_fp32"
+timed "build_minilm_t${CORES}_fp32" 50 env ZEROVEC_CPU_PRECISION=fp32 \
+  "$B/bin/zerovec" build --data "$W/dl_fp32" --collection p \
+  --input "$W/passages1500" --model "$MINILM" --device cpu --threads "$CORES"
 note "done t=$(el)s"
