@@ -639,9 +639,9 @@ StatusOr<uint64_t> SearchPieces(const PieceList& list,
 
 StatusOr<std::shared_ptr<const Piece>> BuildPiece(
     const std::filesystem::path& dir, uint64_t serial,
-    const shm::SegmentInfo& info, const RowTable& rows, int m, uint64_t begin,
-    uint64_t end, const Piece* base, const std::atomic<bool>* stop,
-    int threads) {
+    const shm::SegmentInfo& info, const RowTable& rows, int m, int efc,
+    uint64_t begin, uint64_t end, const Piece* base,
+    const std::atomic<bool>* stop, int threads) {
   if (end <= begin || end > rows.rows() || end - begin >= (uint64_t{1} << 31))
     return InvalidArgumentError("HNSW piece: bad row range");
   if (base && (base->begin() != begin || base->end() > end || base->m() != m))
@@ -649,7 +649,7 @@ StatusOr<std::shared_ptr<const Piece>> BuildPiece(
   const size_t d = info.row_stride;
   RangeStorage storage(rows, begin, d, info.metric);
   faiss::IndexHNSW index(&storage, m);  // does not own the storage
-  index.hnsw.efConstruction = kHnswEfConstruction;
+  index.hnsw.efConstruction = efc;
   uint64_t next = begin;
   if (base) {
     Piece::Graph g = base->CopyGraph();

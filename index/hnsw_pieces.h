@@ -84,6 +84,11 @@ struct PieceOptions {
   uint64_t interval = kDefaultPieceInterval;  // tail rows that start a build
   int merge_fanout = kDefaultMergeFanout;
   int build_threads = 1;  // OpenMP threads of one build
+  int ef_construction = kHnswEfConstruction;
+  // With build_threads > 1 the inserter adds rows to the live graph in steps
+  // of 64 rows a thread on every build thread (false: 8 rows on one thread,
+  // the behaviour before issue 21; benchmarks compare the two).
+  bool parallel_insert = true;
   // Rows past the live graph (scanned exactly by every search) above which
   // writes wait for the inserter (AnnIndex::AdmitWrite).
   uint64_t max_backlog = 2048;
@@ -263,9 +268,9 @@ StatusOr<uint64_t> SearchPieces(const PieceList& list,
 // inserted. CANCELLED once `*stop` turns true (checked between small batches).
 StatusOr<std::shared_ptr<const Piece>> BuildPiece(
     const std::filesystem::path& dir, uint64_t serial,
-    const shm::SegmentInfo& info, const RowTable& rows, int m, uint64_t begin,
-    uint64_t end, const Piece* base, const std::atomic<bool>* stop,
-    int threads);
+    const shm::SegmentInfo& info, const RowTable& rows, int m, int efc,
+    uint64_t begin, uint64_t end, const Piece* base,
+    const std::atomic<bool>* stop, int threads);
 
 // Writes faiss graph `h` over rows [begin, end) as piece file `serial` in
 // `dir` (tmp + fsync + rename) and maps it.
