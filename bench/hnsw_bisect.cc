@@ -6,7 +6,10 @@
 //   faiss-b<B>     IndexHNSWFlat, adds of B rows
 //   range-one      faiss::IndexHNSW over RangeStorage (segment rows in place,
 //                  ZeroVec's distance computer), one add
-//   range-b<B>     the same, adds of B rows (BuildPiece: 512, live graph: 8)
+//   range-b<B>     the same, adds of B rows (BuildPiece before issue 21: 512,
+//                  live graph: 8)
+//   range-lf       the same storage, InsertLevelsFirst (BuildPiece now): as
+//                  one add (upper levels first) but in interruptible chunks
 //   collection     the product path: upserts of 10,000 rows into an HNSW32
 //                  collection, pieces + live graph, searched by Collection
 //
@@ -138,7 +141,9 @@ void RunGraph(const Ctx& c, const std::string& v) {
   const bool in_place = v.rfind("range", 0) == 0;
   const size_t dash = v.find('-');
   const std::string how = v.substr(dash + 1);
-  const size_t batch = how == "one" ? 0 : std::stoull(how.substr(1));
+  const bool levels_first = how == "lf";
+  const size_t batch =
+      how == "one" || levels_first ? 0 : std::stoull(how.substr(1));
   std::unique_ptr<faiss::Index> storage;
   std::unique_ptr<faiss::IndexHNSW> index;
   if (in_place) {
@@ -150,7 +155,16 @@ void RunGraph(const Ctx& c, const std::string& v) {
                                                    faiss::METRIC_INNER_PRODUCT);
   }
   index->hnsw.efConstruction = c.f.efc;
-  const double s = Seconds([&] { AddRows(*index, c, batch, in_place); });
+  const double s = Seconds([&] {
+    if (levels_first) {
+      if (!InsertLevelsFirst(*index, static_cast<RangeStorage&>(*storage),
+                             c.f.rows, nullptr, omp_get_max_threads())
+               .ok())
+        std::abort();
+    } else {
+      AddRows(*index, c, batch, in_place);
+    }
+  });
   PrintSweep(v + " / ZeroVec search", s, c, OurSearch(c, index->hnsw));
   if (!in_place)
     PrintSweep(v + " / faiss search", s, c, FaissSearch(c, *index));
@@ -210,6 +224,7 @@ int Main(const Flags& f) {
   openblas_set_num_threads(1);
   PieceOptions po;
   po.build_threads = omp_get_max_threads();
+  po.ef_construction = f.efc;
   SetPieceOptions(po);
   Ctx c;
   c.f = f;
