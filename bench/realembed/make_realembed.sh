@@ -18,9 +18,9 @@
 #             else models/zerovec-mini: 256 wide)
 #   EMBED     embed_corpus_bench binary (default bazel-bin/bench/embed_corpus_bench)
 #   DEVICE    auto | cpu | cuda (default auto: the GPU encoder where there is one)
-# The split is deterministic: a passage is a query when the SHA-1 of its text
-# falls in the first 1/QFRAC of the hash space (QFRAC=200), in corpus order,
-# until QUERIES are taken; the base is the first ROWS of the others.
+# The split is deterministic: passages are ordered by the SHA-1 of their text
+# (a uniform sample of every source); those whose hash is 0 mod 200 are the
+# query pool (the first QUERIES of it), the base is the first ROWS of the rest.
 set -euo pipefail
 OUT=${1:?usage: make_realembed.sh OUT [ROWS] [QUERIES]}
 ROWS=${2:-100000}
@@ -44,29 +44,28 @@ if [[ ! -f $PASSAGES ]]; then
 fi
 
 # Split into OUT/base.txt and OUT/queries.txt, one passage a line.
-case $PASSAGES in
-  *.xz) CAT=(xz -dc "$PASSAGES") ;;
-  *) CAT=(cat "$PASSAGES") ;;
-esac
-"${CAT[@]}" | python3 -c '
-import hashlib, json, sys
-rows, queries, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-jsonl = sys.argv[4].endswith(".jsonl")
-nb = nq = 0
-with open(out + "/base.txt", "w", encoding="utf-8") as b, \
-     open(out + "/queries.txt", "w", encoding="utf-8") as q:
-    for line in sys.stdin:
+python3 -c '
+import hashlib, json, lzma, sys
+rows, queries, out, src = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+jsonl = src.endswith(".jsonl")
+f = lzma.open(src, "rt", encoding="utf-8") if src.endswith(".xz") else open(src, encoding="utf-8")
+items = []
+with f:
+    for line in f:
         text = json.loads(line)["text"] if jsonl else line.rstrip("\n")
         text = " ".join(text.split())
-        if not text:
-            continue
-        h = int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big")
-        if nq < queries and h % 200 == 0:
-            q.write(text + "\n"); nq += 1
-        elif nb < rows:
-            b.write(text + "\n"); nb += 1
-        if nb >= rows and nq >= queries:
-            break
+        if text:
+            h = int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big")
+            items.append((h, text))
+# Uniform samples across every source (the corpus is grouped by source).
+items.sort()
+qs = [t for h, t in items if h % 200 == 0][:queries]
+bs = [t for h, t in items if h % 200 != 0][:rows]
+nb, nq = len(bs), len(qs)
+with open(out + "/base.txt", "w", encoding="utf-8") as b:
+    b.writelines(t + "\n" for t in bs)
+with open(out + "/queries.txt", "w", encoding="utf-8") as q:
+    q.writelines(t + "\n" for t in qs)
 print(f"split: {nb} base passages, {nq} held-out query passages", file=sys.stderr)
 if nb < rows or nq < queries:
     sys.exit("not enough passages")
