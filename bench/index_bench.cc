@@ -94,6 +94,15 @@ double Recall(const std::vector<int64_t>& got,
 
 // One query at a time (latency) and all at once (throughput) through `search`,
 // which fills labels (nq x k) for the given queries.
+// One line as soon as an index is built and measured (see RunSweep).
+void Progress(const Row& r) {
+  std::printf(
+      "progress: %s built in %.1f s, %.1f MB index-owned, recall@10 "
+      "%.4f at the default ef\n",
+      r.name.c_str(), r.build_s, r.memory_mb, r.recall);
+  std::fflush(stdout);
+}
+
 void Measure(Row* row, size_t nq, const float* queries,
              const std::function<void(size_t, const float*, int64_t*)>& search,
              const std::vector<int64_t>& truth) {
@@ -148,6 +157,10 @@ Sweep RunSweep(const std::string& name, size_t nq, const float* queries,
     Row r{std::to_string(ef)};
     Measure(&r, nq, queries, at_ef(ef), truth);
     s.points.push_back(r);
+    // As measured, so a run cut short by a time limit still reports.
+    std::printf("progress: %s ef %d recall@10 %.4f, %.3f ms, %.0f QPS\n",
+                name.c_str(), ef, r.recall, r.latency_ms, r.qps);
+    std::fflush(stdout);
   }
   return s;
 }
@@ -241,6 +254,7 @@ void RunHnswlib(const Flags& f, const std::vector<float>& base,
     };
   };
   Measure(&row, f.queries, queries, at_ef(kDefaultEfSearch), truth);
+  Progress(row);
   rows->push_back(row);
   sweeps->push_back(RunSweep("hnswlib", f.queries, queries, at_ef, truth));
 }
@@ -300,6 +314,7 @@ std::shared_ptr<Collection> RunZeroVecHnsw(Database& db, const Flags& f,
   std::printf("HNSW32: %zu pieces\n",
               dynamic_cast<CollectionImpl&>(*hnsw).IndexPieces());
   Measure(&hi, f.queries, queries, CollectionSearch(*hnsw), truth);
+  Progress(hi);
   rows->push_back(hi);
   sweeps->push_back(RunSweep(
       "ZeroVec HNSW32", f.queries, queries,
@@ -375,6 +390,7 @@ void RunFaissHnsw(const Flags& f, const std::vector<float>& base,
         hf.search(nq, q, kK, d.data(), l);
       },
       truth);
+  Progress(hr);
   rows->push_back(hr);
   sweeps->push_back(RunSweep(
       "faiss HNSWFlat", f.queries, queries,

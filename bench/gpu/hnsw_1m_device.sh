@@ -14,8 +14,8 @@
 # There (carry .device-hnsw):
 #   bash bench/gpu/hnsw_1m_device.sh [DEADLINE_S=530]
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), STEPS (default
-# "synth bisect"), REAL=DIR with base.npy + queries.npy (bench/realembed,
-# adds a "real" step). Logs and summary.txt in $OUT.
+# "synth bisect"; also "efc" (EFCS="64 200") and "real" with REAL=DIR holding
+# base.npy + queries.npy from bench/realembed). Logs and summary.txt in $OUT.
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-530}
@@ -37,12 +37,12 @@ T=$(nproc)
 } | tee "$SUM"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$T
 # The summary: every markdown table row and the lines naming pieces/files.
-STEP_GREP='^\||pieces|vectors from|generating|HNSW M'
-STEP_LINES=80
+STEP_GREP='^\||pieces|vectors from|generating|HNSW M|progress:'
+STEP_LINES=130
 for s in ${STEPS:-synth bisect}; do
   case $s in
     synth)
-      step synth_1m 420 "$B/bin/index_bench" --rows="$ROWS" \
+      step synth_1m 500 "$B/bin/index_bench" --rows="$ROWS" \
         --queries="$QUERIES" --flat_queries=50 --filter --efc="$EFC" \
         --threads="$T" ;;
     real)
@@ -51,10 +51,18 @@ for s in ${STEPS:-synth bisect}; do
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --flat_queries=50 --filter --efc="$EFC" --threads="$T" ;;
     bisect)
-      # faiss's own storage vs ZeroVec's in-place distance computer, one add
-      # each, at the same rows: does the storage cost recall at 1M?
+      # The same 1M rows as one faiss add, as InsertLevelsFirst over the
+      # rows in place (what pieces are built by now) and as faiss adds of
+      # 10,000 rows (the 2026-12-02 path): the graph-quality gap at 1M.
       step bisect_1m 240 "$B/bin/hnsw_bisect" --rows="$ROWS" --dim=384 \
-        --efc="$EFC" --queries=200 --variants=range-one,faiss-one ;;
+        --efc="$EFC" --queries=200 --variants=range-lf,faiss-one,faiss-b10000 ;;
+    efc)
+      # efConstruction for large collections: the piece build at 64 and 200
+      # (100 is the synth step's), build time and recall over ef.
+      for e in ${EFCS:-64 200}; do
+        step "efc${e}_1m" 200 "$B/bin/hnsw_bisect" --rows="$ROWS" --dim=384 \
+          --efc="$e" --queries=200 --variants=range-lf
+      done ;;
   esac
 done
 echo "total $(el) s, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$SUM"
