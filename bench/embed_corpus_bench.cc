@@ -5,8 +5,10 @@
 // or index: the ceiling `zerovec build` is measured against.
 //
 //   embed_corpus_bench --input passages.jsonl [--model DIR] [--device cuda]
-//       [--chunk 16384] [--limit N] [--repeat 2] [--threads N]
+//       [--chunk 16384] [--limit N] [--repeat 2] [--threads N] [--out V.npy]
 // --threads: the CPU encoder's threads (default: every core).
+// --out: also writes the embeddings (one row a text, in corpus order) as a
+// float32 .npy file (the real-embedding HNSW set, bench/realembed).
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -16,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/npy_writer.h"
 #include "embed/checkpoint.h"
 #include "embed/embedder.h"
 #include "embed/tokenizer.h"
@@ -117,7 +120,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: embed_corpus_bench --input FILE [--model DIR] "
                  "[--device auto|cpu|cuda[:N]] [--chunk 16384] [--limit N] "
-                 "[--repeat 2] [--threads N]\n");
+                 "[--repeat 2] [--threads N] [--out V.npy]\n");
     return 2;
   }
   const std::string model =
@@ -163,6 +166,14 @@ int main(int argc, char** argv) {
     std::printf("run %d: %zu texts in %.3f s = %.0f docs/s\n", r, texts.size(),
                 secs, texts.size() / secs);
     std::fflush(stdout);
+  }
+  if (kv.count("--out")) {
+    if (!zv::bench::WriteNpy(kv["--out"], out.data(), texts.size(), dim)) {
+      std::fprintf(stderr, "cannot write %s\n", kv["--out"].c_str());
+      return 1;
+    }
+    std::printf("wrote %s: %zu x %zu float32\n", kv["--out"].c_str(),
+                texts.size(), dim);
   }
   return 0;
 }

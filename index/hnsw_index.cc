@@ -45,6 +45,11 @@ int Tier(uint64_t rows, uint64_t interval, int fanout) {
 // Rows the inserter adds to the live graph per exclusive step: a search
 // waits for at most this many inserts (~0.1-0.3 ms each at 384 dimensions).
 constexpr uint64_t kInsertStep = 8;
+// The inserter's step per build thread when it has several: faiss inserts a
+// batch's rows on every thread (its parallel loop needs > 100 rows), so rows
+// written faster than one thread indexes them go into the live graph on all
+// build threads instead of waiting in the backlog (issue 21).
+constexpr uint64_t kParallelInsertRowsPerThread = 64;
 // A recovered tail shorter than this goes into the live graph instead.
 constexpr uint64_t kMinRecoveredPiece = 1024;
 
@@ -62,6 +67,7 @@ class HnswWriterIndex : public AnnIndex {
     options_.interval = std::max<uint64_t>(options_.interval, 1);
     options_.merge_fanout = std::max(options_.merge_fanout, 2);
     options_.build_threads = std::max(options_.build_threads, 1);
+    options_.ef_construction = std::max(options_.ef_construction, 1);
     build_threads_ = options_.build_threads;
   }
 
@@ -138,7 +144,7 @@ class HnswWriterIndex : public AnnIndex {
     // live graph starts after it, so new writes are indexed meanwhile.
     const uint64_t covered = list->covered();
     const bool recover = committed >= covered + kMinRecoveredPiece;
-    live_ = std::make_shared<LiveGraph>(view_.info(), m_,
+    live_ = std::make_shared<LiveGraph>(view_.info(), m_, efc(),
                                         recover ? committed : covered);
     current_ = std::move(list);
     rows_ = RowTable(view_, committed);
@@ -335,9 +341,9 @@ class HnswWriterIndex : public AnnIndex {
   Status RunMerge(const Job& job, const RowTable& rows, const PieceList& list,
                   uint64_t serial, int threads) {
     ZV_ASSIGN_OR_RETURN(
-        auto piece,
-        BuildPiece(dir_, serial, view_.info(), rows, m_, job.begin, job.end,
-                   list.pieces[job.first].get(), &stop_flag_, threads));
+        auto piece, BuildPiece(dir_, serial, view_.info(), rows, m_, efc(),
+                               job.begin, job.end, list.pieces[job.first].get(),
+                               &stop_flag_, threads));
     std::vector<uint64_t> replaced;
     for (size_t i = job.first; i < job.first + job.count; ++i)
       replaced.push_back(list.pieces[i]->serial());
@@ -399,8 +405,9 @@ class HnswWriterIndex : public AnnIndex {
       const uint64_t end =
           opened_rows_ - begin < 2 * chunk ? opened_rows_ : begin + chunk;
       ZV_ASSIGN_OR_RETURN(
-          auto piece, BuildPiece(dir_, NextSerial(), view_.info(), rows, m_,
-                                 begin, end, nullptr, &stop_flag_, threads));
+          auto piece,
+          BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, efc(), begin,
+                     end, nullptr, &stop_flag_, threads));
       ZV_RETURN_IF_ERROR(Publish(std::move(piece), {}));
       begin = end;
     }
@@ -428,18 +435,22 @@ class HnswWriterIndex : public AnnIndex {
       }
       return BuildTailPiece(rows, *live, threads);
     }
-    // One OpenMP thread for this small insert, restored after: the caller
-    // may be a server thread that runs parallel searches next.
+    // The inserter with several build threads inserts larger steps on all of
+    // them; a held-up writer (a server thread that runs parallel searches
+    // next) inserts a small step on one. Threads restored after.
+    const bool parallel = allow_big && threads > 1 && options_.parallel_insert;
+    const uint64_t step =
+        parallel ? kParallelInsertRowsPerThread * threads : kInsertStep;
     const int omp_threads = omp_get_max_threads();
-    omp_set_num_threads(1);
+    omp_set_num_threads(parallel ? threads : 1);
     struct Restore {
       int n;
       ~Restore() { omp_set_num_threads(n); }
     } restore{omp_threads};
     const uint64_t n =
-        pending == 0 ? 0
-                     : std::min({pending, rows.ContiguousFrom(live->end()),
-                                 kInsertStep});
+        pending == 0
+            ? 0
+            : std::min({pending, rows.ContiguousFrom(live->end()), step});
     // Caught up: publish now, so searches scan nothing exactly.
     ZV_RETURN_IF_ERROR(live->Insert(rows, n, /*publish=*/n == pending));
     *did = n > 0;
@@ -468,8 +479,8 @@ class HnswWriterIndex : public AnnIndex {
                         int threads) {
     ZV_ASSIGN_OR_RETURN(
         auto piece,
-        BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, live.begin(),
-                   rows.rows(), nullptr, &stop_flag_, threads));
+        BuildPiece(dir_, NextSerial(), view_.info(), rows, m_, efc(),
+                   live.begin(), rows.rows(), nullptr, &stop_flag_, threads));
     return Publish(std::move(piece), {});
   }
 
@@ -532,7 +543,8 @@ class HnswWriterIndex : public AnnIndex {
       manifest_.version = m.version;
       manifest_.entries = m.entries;
       if (replaced.empty() && live_->begin() == piece->begin())
-        live_ = std::make_shared<LiveGraph>(view_.info(), m_, piece->end());
+        live_ =
+            std::make_shared<LiveGraph>(view_.info(), m_, efc(), piece->end());
       current_ = std::move(next);
       merge_failed_version_ = UINT64_MAX;
     }
@@ -545,6 +557,8 @@ class HnswWriterIndex : public AnnIndex {
       std::filesystem::remove(dir_ / PieceFileName(p->serial()), ec);
     return OkStatus();
   }
+
+  int efc() const { return options_.ef_construction; }
 
   const int m_;
   const shm::SegmentView& view_;

@@ -16,14 +16,15 @@ constexpr uint64_t kMaxPublishRows = 512;
 
 }  // namespace
 
-LiveGraph::LiveGraph(const shm::SegmentInfo& info, int m, uint64_t begin)
+LiveGraph::LiveGraph(const shm::SegmentInfo& info, int m, int efc,
+                     uint64_t begin)
     : info_(info),
       m_(m),
       begin_(begin),
       storage_(rows_, begin, info.row_stride, info.metric),
       index_(&storage_, m),  // does not own the storage
       end_(begin) {
-  index_.hnsw.efConstruction = kHnswEfConstruction;
+  index_.hnsw.efConstruction = efc;
   auto first = std::make_shared<Copy>();
   first->end = begin;
   published_ = std::move(first);

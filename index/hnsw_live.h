@@ -28,7 +28,7 @@ namespace zv::index {
 
 class LiveGraph {
  public:
-  LiveGraph(const shm::SegmentInfo& info, int m, uint64_t begin);
+  LiveGraph(const shm::SegmentInfo& info, int m, int efc, uint64_t begin);
   LiveGraph(const LiveGraph&) = delete;
   LiveGraph& operator=(const LiveGraph&) = delete;
 

@@ -58,7 +58,7 @@ class LiveGraphTest : public ::testing::Test {
 };
 
 TEST_F(LiveGraphTest, SearchesFindRowsInsertedWhileTheyRun) {
-  LiveGraph g(writer_->info(), 16, /*begin=*/1000);
+  LiveGraph g(writer_->info(), 16, kHnswEfConstruction, /*begin=*/1000);
   const RowTable rows(*writer_, kRows);
   std::atomic<bool> done{false};
   std::atomic<int> searches{0}, wrong{0};
@@ -125,7 +125,7 @@ TEST_F(LiveGraphTest, SearchesFindRowsInsertedWhileTheyRun) {
 }
 
 TEST_F(LiveGraphTest, InsertRefusesRowsTheTableDoesNotHold) {
-  LiveGraph g(writer_->info(), 16, 0);
+  LiveGraph g(writer_->info(), 16, kHnswEfConstruction, 0);
   const RowTable few(*writer_, 10);
   EXPECT_TRUE(g.Insert(few, 10).ok());
   EXPECT_EQ(g.Insert(few, 1).code(), StatusCode::kInvalidArgument);

@@ -54,6 +54,7 @@
 #define ZEROVEC_INDEX_HNSW_PIECES_H_
 
 #include <faiss/Index.h>
+#include <faiss/IndexHNSW.h>
 #include <faiss/impl/HNSW.h>
 #include <faiss/impl/IDSelector.h>
 
@@ -84,6 +85,11 @@ struct PieceOptions {
   uint64_t interval = kDefaultPieceInterval;  // tail rows that start a build
   int merge_fanout = kDefaultMergeFanout;
   int build_threads = 1;  // OpenMP threads of one build
+  int ef_construction = kHnswEfConstruction;
+  // With build_threads > 1 the inserter adds rows to the live graph in steps
+  // of 64 rows a thread on every build thread (false: 8 rows on one thread,
+  // the behaviour before issue 21; benchmarks compare the two).
+  bool parallel_insert = true;
   // Rows past the live graph (scanned exactly by every search) above which
   // writes wait for the inserter (AnnIndex::AdmitWrite).
   uint64_t max_backlog = 2048;
@@ -144,11 +150,27 @@ class RangeStorage : public faiss::Index {
   void reconstruct(idx_t key, float* recons) const override;
   // faiss's contract: the caller owns and deletes the computer.
   faiss::DistanceComputer* get_distance_computer() const override;
+  const float* Row(idx_t i) const;  // node i's row
+  const RowTable& rows() const { return rows_; }
+  uint64_t begin() const { return begin_; }
 
  private:
   const RowTable& rows_;
   uint64_t begin_;
 };
+
+// Adds the next `n` rows of `storage` to `index` (a graph over it) the way
+// one faiss add of them all would: levels drawn for all, then every node of
+// the highest level first, down to level 0, each level in a random order.
+// faiss's adds in batches (of 8 rows as the live graph inserts, 512, or even
+// 10,000) insert each batch's upper nodes only after the previous batches'
+// level-0 nodes, which made graphs far worse at the same M and
+// efConstruction (bench/hnsw_bisect, issue 21). Runs on `threads` OpenMP
+// threads in chunks; CANCELLED once `*stop` turns true (checked between
+// chunks; the graph is then incomplete and must be dropped).
+Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
+                         uint64_t n, const std::atomic<bool>* stop,
+                         int threads);
 
 // The arrays of one HNSW graph in faiss's layout (a mapped piece or the
 // writer's live graph); node i is row begin + i. Links to nodes >= `nodes`
@@ -263,9 +285,9 @@ StatusOr<uint64_t> SearchPieces(const PieceList& list,
 // inserted. CANCELLED once `*stop` turns true (checked between small batches).
 StatusOr<std::shared_ptr<const Piece>> BuildPiece(
     const std::filesystem::path& dir, uint64_t serial,
-    const shm::SegmentInfo& info, const RowTable& rows, int m, uint64_t begin,
-    uint64_t end, const Piece* base, const std::atomic<bool>* stop,
-    int threads);
+    const shm::SegmentInfo& info, const RowTable& rows, int m, int efc,
+    uint64_t begin, uint64_t end, const Piece* base,
+    const std::atomic<bool>* stop, int threads);
 
 // Writes faiss graph `h` over rows [begin, end) as piece file `serial` in
 // `dir` (tmp + fsync + rename) and maps it.

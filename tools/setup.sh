@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package ZeroVec's build, tests and demo need. Idempotent:
 # packages already present are skipped, so a second run costs a dpkg query.
+# `tools/setup.sh --bench` also installs what optional benchmarks need (npm for
+# bench/lancedb, whose own packages then come from `npm install` there).
 set -euo pipefail
 
 PACKAGES=(
@@ -14,6 +16,7 @@ PACKAGES=(
   wordnet-base
   etcd-server etcd-client golang-etcd-server-dev
 )
+[[ ${1:-} == --bench ]] && PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
