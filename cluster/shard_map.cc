@@ -71,7 +71,8 @@ std::string ToJson(const ShardMap& m) {
     for (int s = 0; s < m.shards(); ++s) {
       json list = json::array();
       for (const Joiner& x : m.Joining(s))
-        list.push_back({{"node", x.node}, {"since", x.since}});
+        list.push_back(
+            {{"node", x.node}, {"since", x.since}, {"lease", x.lease}});
       joining.push_back(std::move(list));
     }
     j["joining"] = std::move(joining);
@@ -105,8 +106,9 @@ StatusOr<ShardMap> ShardMapFromJson(const std::string& text) {
     if (auto it = j.find("joining"); it != j.end()) {
       for (size_t s = 0; s < it->size() && s < m.joining.size(); ++s) {
         for (const json& x : (*it)[s])
-          m.joining[s].push_back(
-              {x.at("node").get<int64_t>(), x.at("since").get<int64_t>()});
+          m.joining[s].push_back({x.at("node").get<int64_t>(),
+                                  x.at("since").get<int64_t>(),
+                                  x.at("lease").get<int64_t>()});
       }
     }
   } catch (const std::exception& e) {

@@ -41,6 +41,10 @@ struct Joiner {
   // The epoch of the map that added it: one rebuild attempt (a node dropped
   // and re-added is a new attempt, whose copy starts again).
   int64_t since = 0;
+  // The lease the node was registered under when added: a node that
+  // restarted (a new lease) does not continue a rebuild it may have taken
+  // writes for before its crash.
+  int64_t lease = 0;
   bool operator==(const Joiner&) const = default;
 };
 

@@ -603,8 +603,9 @@ Status MetaStore::ScanIds(
   return FromRocks(it->status(), "ids scan");
 }
 
-StatusOr<std::vector<std::string>> MetaStore::IdsAfter(
-    const std::string& coll, const std::string& after, size_t limit) const {
+StatusOr<std::vector<std::string>> MetaStore::IdsAfter(const std::string& coll,
+                                                       const std::string& after,
+                                                       size_t limit) const {
   const std::string prefix = Prefix(coll);
   const std::string end = PrefixEnd(prefix);
   rocksdb::Slice upper(end);

@@ -355,10 +355,9 @@ Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
   return CheckIds(req.ids(), limits);
 }
 
-Status ValidateScan(const zerovec::v1::ScanRequest& req,
-                    const Limits& limits) {
+Status ValidateScan(const zerovec::v1::ScanRequest& req, const Limits& limits) {
   ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
-  if (req.limit() > limits.max_batch) {
+  if (static_cast<int64_t>(req.limit()) > limits.max_batch) {
     return Status(StatusCode::kResourceExhausted,
                   "limit: " + std::to_string(req.limit()) +
                       " ids, the server's limit is " +

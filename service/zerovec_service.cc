@@ -554,7 +554,8 @@ void ToItem(const index::GetResult& r, bool with_vector, pb::Item* item) {
                                    r.record.metadata.end());
   item->set_timestamp_ms(r.record.timestamp_ms);
   item->set_expires_at_ms(r.record.expires_at_ms);
-  if (with_vector) item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
+  if (with_vector)
+    item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
 }
 
 }  // namespace

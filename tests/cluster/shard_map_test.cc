@@ -34,12 +34,13 @@ TEST(ShardMapTest, JoinersRoundTripAsFormat2) {
   m.replicas = {{1, 2}, {2}};
   EXPECT_EQ(ToJson(m).find("joining"), std::string::npos);
   EXPECT_EQ(ShardMapFromJson(ToJson(m))->format, 1);
-  m.joining = {{}, {{3, 9}}};
+  m.joining = {{}, {{3, 9, 77}}};
   auto back = ShardMapFromJson(ToJson(m));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->format, 2);
   ASSERT_NE(back->FindJoiner(1, 3), nullptr);
   EXPECT_EQ(back->FindJoiner(1, 3)->since, 9);
+  EXPECT_EQ(back->FindJoiner(1, 3)->lease, 77);
   EXPECT_EQ(back->FindJoiner(0, 3), nullptr);
   EXPECT_EQ(ToJson(*back), ToJson(m));
   // Joined: no joiner left, still format 2 (compare-and-swap needs the same
@@ -59,12 +60,12 @@ TEST(ShardMapTest, PickJoinerTakesTheLeastLoadedFreeNode) {
   m.replicas = {{1, 2}, {2}, {1}};
   m.joining = {{}, {}, {}};
   EXPECT_EQ(PickJoiner(m, 0, {1, 2, 3}), std::nullopt);  // in sync
-  EXPECT_EQ(PickJoiner(m, 1, {1, 2, 3}), 3);  // node 3 holds nothing
+  EXPECT_EQ(PickJoiner(m, 1, {1, 2, 3}), 3);             // node 3 holds nothing
   EXPECT_EQ(PickJoiner(m, 1, {1, 2}), 1);
   EXPECT_EQ(PickJoiner(m, 2, {1}), std::nullopt);  // nobody else is live
-  m.joining[1] = {{3, 4}};
+  m.joining[1] = {{3, 4, 1}};
   EXPECT_EQ(PickJoiner(m, 1, {1, 2, 3}), std::nullopt);  // being rebuilt
-  m.replicas[2].clear();  // nothing to copy from
+  m.replicas[2].clear();                                 // nothing to copy from
   EXPECT_EQ(PickJoiner(m, 2, {1, 2, 3}), std::nullopt);
 }
 
