@@ -75,6 +75,10 @@ struct LocalShard {
   // Scan passed it, no write of an older map (one that did not reach the
   // joiner) lands here.
   std::shared_mutex write_mu;
+  // Taken to acquire write_mu either way, and held by the barrier while it
+  // waits: new writes queue behind a waiting barrier (the reader-preferring
+  // rwlock alone could starve it under a steady stream of writes).
+  std::mutex gate;
   int64_t min_write_epoch = 0;  // written under write_mu held exclusively
   // Joiner side: the rebuild attempt (Joiner::since; 0: none) and, while
   // its snapshot is being copied, the writes that arrived meanwhile, in
@@ -342,6 +346,7 @@ class ClusterService final : public pb::ZeroVec::Service {
     const std::shared_ptr<LocalShard> shard = LocalShardOf(name);
     if (role == Role::kSnapshot) {
       {
+        std::lock_guard<std::mutex> gate(shard->gate);
         std::unique_lock<std::shared_mutex> barrier(shard->write_mu);
         if (Status s = CheckShard(name, epoch, role, &since); !s.ok())
           return ToGrpc(s);
@@ -349,7 +354,9 @@ class ClusterService final : public pb::ZeroVec::Service {
       }
       return call();
     }
+    std::unique_lock<std::mutex> gate(shard->gate);
     std::shared_lock<std::shared_mutex> writing(shard->write_mu);
+    gate.unlock();
     Status s = CheckShard(name, epoch, role, &since);
     if (s.ok() && epoch < shard->min_write_epoch) {
       s = FailedPreconditionError(
@@ -874,6 +881,9 @@ class ClusterService final : public pb::ZeroVec::Service {
       if (it == leases.end() || it->second != j.lease) dead.push_back(j.node);
     }
     if (!dead.empty()) ZV_RETURN_IF_ERROR(DropJoiners(map, s, dead));
+    if (std::none_of(map->replicas[s].begin(), map->replicas[s].end(),
+                     [&](int64_t id) { return live.count(id) > 0; }))
+      return OkStatus();  // nothing live to copy from: the shard is down
     const std::optional<int64_t> node = PickJoiner(*map, s, live);
     if (!node) return OkStatus();
     return ChangeMap(
