@@ -57,13 +57,23 @@ void ClusterState::Apply(const std::vector<WatchEvent>& events) {
       if (node.ok()) nodes_[id] = *node;
     } else if (key.rfind(kCollectionsPrefix, 0) == 0) {
       const std::string name = key.substr(sizeof(kCollectionsPrefix) - 1);
-      maps_.erase(name);
-      unreadable_maps_.erase(name);
-      if (e.deleted) continue;
+      auto cached = maps_.find(name);
+      if (e.deleted) {
+        maps_.erase(name);
+        unreadable_maps_.erase(name);
+        continue;
+      }
       auto map = ShardMapFromJson(e.kv.value);
+      // Never back: FetchMap may have cached a newer epoch than an event
+      // the watch delivers late.
+      if (map.ok() && cached != maps_.end() &&
+          cached->second.epoch > map->epoch)
+        continue;
+      unreadable_maps_.erase(name);
       if (map.ok()) {
         maps_[name] = *map;
       } else {
+        maps_.erase(name);
         unreadable_maps_[name] = map.status();
         log_("cluster: " + map.status().message());
       }
@@ -91,7 +101,6 @@ Status ClusterState::Register(const NodeInfo& self, int64_t ttl_s) {
         "); give each node its own id (it frees up when that node's lease "
         "expires)");
   }
-  lease_ = lease;
   auto keeper = etcd_->KeepAlive(lease, ttl_s, [this, id = self.id] {
     log_("cluster: lease of node " + std::to_string(id) +
          " expired (etcd unreachable for longer than the lease?); this node "
@@ -99,6 +108,7 @@ Status ClusterState::Register(const NodeInfo& self, int64_t ttl_s) {
   });
   std::lock_guard<std::mutex> lock(mu_);
   keeper_ = std::move(keeper);
+  lease_ = lease;
   ttl_s_ = ttl_s;
   nodes_[self.id] = self;
   return OkStatus();
@@ -106,15 +116,19 @@ Status ClusterState::Register(const NodeInfo& self, int64_t ttl_s) {
 
 void ClusterState::Leave() {
   std::unique_ptr<LeaseKeeper> keeper;
+  int64_t lease = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     keeper = std::move(keeper_);
+    std::swap(lease, lease_);
   }
   keeper.reset();
-  if (lease_ != 0) {
-    etcd_->RevokeLease(lease_).ok();
-    lease_ = 0;
-  }
+  if (lease != 0) etcd_->RevokeLease(lease).ok();
+}
+
+int64_t ClusterState::Lease() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_;
 }
 
 std::map<int64_t, NodeInfo> ClusterState::Nodes() const {

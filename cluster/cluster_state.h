@@ -41,6 +41,8 @@ class ClusterState {
   StatusOr<std::optional<ShardMap>> Map(const std::string& name) const;
   // True between a successful Register and Leave.
   bool Registered() const;
+  // This node's lease while registered, else 0.
+  int64_t Lease() const;
   // True once this node's lease went unrenewed for longer than its TTL (etcd
   // unreachable): the rest of the cluster may have dropped it.
   bool Fenced() const;

@@ -29,19 +29,55 @@ StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
   }
 }
 
+namespace {
+bool AnyJoiner(const ShardMap& m) {
+  for (const auto& j : m.joining)
+    if (!j.empty()) return true;
+  return false;
+}
+}  // namespace
+
+const std::vector<Joiner>& ShardMap::Joining(int shard) const {
+  static const std::vector<Joiner> kNone;
+  return shard < static_cast<int>(joining.size()) ? joining[shard] : kNone;
+}
+
+const Joiner* ShardMap::FindJoiner(int shard, int64_t node) const {
+  for (const Joiner& j : Joining(shard))
+    if (j.node == node) return &j;
+  return nullptr;
+}
+
+bool ShardMap::HasReplica(int shard, int64_t node) const {
+  const auto& r = replicas[shard];
+  return std::find(r.begin(), r.end(), node) != r.end();
+}
+
 std::string ToJson(const ShardMap& m) {
-  return json{{"format", m.format},
-              {"name", m.name},
-              {"epoch", m.epoch},
-              {"dim", m.dim},
-              {"metric", m.metric},
-              {"index", m.index},
-              {"default_ttl_ms", m.default_ttl_ms},
-              {"lexical", m.lexical},
-              {"replication_factor", m.replication_factor},
-              {"write_quorum", m.write_quorum},
-              {"replicas", m.replicas}}
-      .dump();
+  const int format = std::max(m.format, AnyJoiner(m) ? 2 : 1);
+  json j{{"format", format},
+         {"name", m.name},
+         {"epoch", m.epoch},
+         {"dim", m.dim},
+         {"metric", m.metric},
+         {"index", m.index},
+         {"default_ttl_ms", m.default_ttl_ms},
+         {"lexical", m.lexical},
+         {"replication_factor", m.replication_factor},
+         {"write_quorum", m.write_quorum},
+         {"replicas", m.replicas}};
+  if (format >= 2) {
+    json joining = json::array();
+    for (int s = 0; s < m.shards(); ++s) {
+      json list = json::array();
+      for (const Joiner& x : m.Joining(s))
+        list.push_back(
+            {{"node", x.node}, {"since", x.since}, {"lease", x.lease}});
+      joining.push_back(std::move(list));
+    }
+    j["joining"] = std::move(joining);
+  }
+  return j.dump();
 }
 
 StatusOr<ShardMap> ShardMapFromJson(const std::string& text) {
@@ -66,6 +102,15 @@ StatusOr<ShardMap> ShardMapFromJson(const std::string& text) {
     m.replication_factor = j.at("replication_factor").get<int>();
     m.write_quorum = j.at("write_quorum").get<int>();
     m.replicas = j.at("replicas").get<std::vector<std::vector<int64_t>>>();
+    m.joining.resize(m.replicas.size());
+    if (auto it = j.find("joining"); it != j.end()) {
+      for (size_t s = 0; s < it->size() && s < m.joining.size(); ++s) {
+        for (const json& x : (*it)[s])
+          m.joining[s].push_back({x.at("node").get<int64_t>(),
+                                  x.at("since").get<int64_t>(),
+                                  x.at("lease").get<int64_t>()});
+      }
+    }
   } catch (const std::exception& e) {
     return DataLossError(std::string("shard map: ") + e.what());
   }
@@ -93,6 +138,25 @@ StatusOr<std::vector<std::vector<int64_t>>> AssignReplicas(
       out[s].push_back(node_ids[(s + r) % n]);
   }
   return out;
+}
+
+std::optional<int64_t> PickJoiner(const ShardMap& map, int shard,
+                                  const std::set<int64_t>& live) {
+  const size_t want = static_cast<size_t>(map.replication_factor);
+  if (map.replicas[shard].empty() ||
+      map.replicas[shard].size() + map.Joining(shard).size() >= want)
+    return std::nullopt;
+  std::map<int64_t, int> load;
+  for (int s = 0; s < map.shards(); ++s) {
+    for (int64_t id : map.replicas[s]) ++load[id];
+    for (const Joiner& j : map.Joining(s)) ++load[j.node];
+  }
+  std::optional<int64_t> best;
+  for (int64_t id : live) {  // ascending: ties go to the lowest id
+    if (map.HasReplica(shard, id) || map.FindJoiner(shard, id)) continue;
+    if (!best || load[id] < load[*best]) best = id;
+  }
+  return best;
 }
 
 std::string LocalShardName(const std::string& name, int shard) {

@@ -156,6 +156,14 @@ struct GetResult {
   std::vector<float> vector;
 };
 
+// One page of Collection::Scan.
+struct ScanPage {
+  std::vector<GetResult> items;
+  // The last id the page looked at: the next page starts after it. Empty
+  // when the scan is done.
+  std::string last_id;
+};
+
 struct CollectionInfo {
   std::string name;
   uint32_t dim = 0;
@@ -286,6 +294,13 @@ class Collection {
   // Missing ids are skipped; the result is in request order.
   virtual StatusOr<std::vector<GetResult>> Get(
       std::span<const std::string> ids) const = 0;
+  // Lists the items a page at a time, in id byte order: up to `limit` ids
+  // after `after_id` ("" for the first page), each as Get returns it (ids
+  // not live or expired are skipped, so a page may hold fewer items). Items
+  // changed between pages come as they are when their page is read. For
+  // copying a collection (a cluster rebuilding a replica) and exports.
+  virtual StatusOr<ScanPage> Scan(const std::string& after_id,
+                                  size_t limit) const = 0;
   // Returns how many of the ids existed and were deleted.
   virtual StatusOr<uint64_t> Delete(std::span<const std::string> ids) = 0;
   // Renews items: each live, unexpired id gets `expires_at_ms` (0: now plus

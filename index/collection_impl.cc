@@ -690,6 +690,24 @@ StatusOr<std::vector<GetResult>> CollectionImpl::Get(
   return out;
 }
 
+StatusOr<ScanPage> CollectionImpl::Scan(const std::string& after_id,
+                                        size_t limit) const {
+  if (limit == 0) return InvalidArgumentError("limit: must be > 0");
+  {
+    std::shared_lock<RwLock> l(mu_);
+    ZV_RETURN_IF_ERROR(CheckAlive());
+  }
+  // The ids family is the catalog of stored ids; Get applies the readers'
+  // visibility rule (an upsert in flight, tombstones, expiry) to each.
+  ZV_ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                      store_->IdsAfter(meta_.name, after_id, limit));
+  ScanPage page;
+  if (ids.empty()) return page;
+  ZV_ASSIGN_OR_RETURN(page.items, Get(ids));
+  page.last_id = ids.back();
+  return page;
+}
+
 StatusOr<bool> CollectionImpl::Contains(const std::string& id) const {
   // Get's visibility rule without reading the record or the vector: a
   // resumed bulk load asks this once per input line.

@@ -67,6 +67,8 @@ class CollectionImpl : public Collection {
       const SearchOptions& options) const override;
   StatusOr<std::vector<GetResult>> Get(
       std::span<const std::string> ids) const override;
+  StatusOr<ScanPage> Scan(const std::string& after_id,
+                          size_t limit) const override;
   StatusOr<uint64_t> Delete(std::span<const std::string> ids) override;
   StatusOr<uint64_t> Touch(std::span<const std::string> ids,
                            int64_t expires_at_ms) override;

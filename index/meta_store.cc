@@ -603,4 +603,24 @@ Status MetaStore::ScanIds(
   return FromRocks(it->status(), "ids scan");
 }
 
+StatusOr<std::vector<std::string>> MetaStore::IdsAfter(const std::string& coll,
+                                                       const std::string& after,
+                                                       size_t limit) const {
+  const std::string prefix = Prefix(coll);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kIds]));
+  std::vector<std::string> ids;
+  it->Seek(prefix + after);
+  for (; it->Valid() && ids.size() < limit; it->Next()) {
+    std::string id(it->key().ToStringView().substr(prefix.size()));
+    if (id == after) continue;  // strictly after (Seek lands on it if stored)
+    ids.push_back(std::move(id));
+  }
+  ZV_RETURN_IF_ERROR(FromRocks(it->status(), "ids scan"));
+  return ids;
+}
+
 }  // namespace zv::index

@@ -115,6 +115,11 @@ class MetaStore {
   Status ScanIds(const std::string& coll,
                  const std::function<Status(const std::string& id,
                                             const IdEntry& e)>& fn) const;
+  // Up to `limit` ids of the collection greater than `after`, in byte order
+  // (the key order of the ids family): a page of Collection::Scan.
+  StatusOr<std::vector<std::string>> IdsAfter(const std::string& coll,
+                                               const std::string& after,
+                                               size_t limit) const;
 
  private:
   MetaStore() = default;

@@ -69,6 +69,7 @@ RequestRouter::RequestRouter(Impl* impl) {
   add(Unary("/zerovec.v1.ZeroVec/Stats", impl, &Impl::Stats));
   add(Unary("/zerovec.v1.ZeroVec/Compact", impl, &Impl::Compact));
   add(Unary("/zerovec.v1.ZeroVec/Touch", impl, &Impl::Touch));
+  add(Unary("/zerovec.v1.ZeroVec/Scan", impl, &Impl::Scan));
 }
 
 Status RequestRouter::CheckCoversProto() const {

@@ -355,6 +355,19 @@ Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
   return CheckIds(req.ids(), limits);
 }
 
+Status ValidateScan(const zerovec::v1::ScanRequest& req, const Limits& limits) {
+  ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));
+  if (static_cast<int64_t>(req.limit()) > limits.max_batch) {
+    return Status(StatusCode::kResourceExhausted,
+                  "limit: " + std::to_string(req.limit()) +
+                      " ids, the server's limit is " +
+                      std::to_string(limits.max_batch));
+  }
+  if (req.after_id().size() > index::kMaxIdBytes)
+    return Invalid("after_id", "longer than an id can be");
+  return OkStatus();
+}
+
 Status ValidateTouch(const zerovec::v1::TouchRequest& req,
                      const Limits& limits) {
   ZV_RETURN_IF_ERROR(ValidateCollectionName("collection", req.collection()));

@@ -50,6 +50,7 @@ Status ValidateGet(const zerovec::v1::GetRequest& req, const Limits& limits);
 Status ValidateDelete(const zerovec::v1::DeleteRequest& req,
                       const Limits& limits);
 Status ValidateCompact(const zerovec::v1::CompactRequest& req);
+Status ValidateScan(const zerovec::v1::ScanRequest& req, const Limits& limits);
 Status ValidateTouch(const zerovec::v1::TouchRequest& req,
                      const Limits& limits);
 Status ValidateEmbed(const zerovec::v1::EmbedRequest& req, const Limits& limits,

@@ -549,6 +549,39 @@ grpc::Status ZeroVecService::SearchBatch(grpc::ServerContext* ctx,
   });
 }
 
+namespace {
+
+// An item as Get and Scan return it.
+void ToItem(const index::GetResult& r, bool with_vector, pb::Item* item) {
+  item->set_id(r.record.id);
+  item->set_text(r.record.text);
+  item->set_namespace_(r.record.ns);
+  item->mutable_metadata()->insert(r.record.metadata.begin(),
+                                   r.record.metadata.end());
+  item->set_timestamp_ms(r.record.timestamp_ms);
+  item->set_expires_at_ms(r.record.expires_at_ms);
+  if (with_vector)
+    item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
+}
+
+}  // namespace
+
+grpc::Status ZeroVecService::Scan(grpc::ServerContext* ctx,
+                                  const pb::ScanRequest* req,
+                                  pb::ScanResponse* resp) {
+  return Handle(ctx, [&]() -> Status {
+    ZV_RETURN_IF_ERROR(ValidateScan(*req, limits_));
+    ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
+    ZV_ASSIGN_OR_RETURN(
+        index::ScanPage page,
+        coll->Scan(req->after_id(), req->limit() == 0 ? 256 : req->limit()));
+    for (const auto& r : page.items)
+      ToItem(r, req->include_vectors(), resp->add_items());
+    resp->set_next_after_id(page.last_id);
+    return OkStatus();
+  });
+}
+
 grpc::Status ZeroVecService::Get(grpc::ServerContext* ctx,
                                  const pb::GetRequest* req,
                                  pb::GetResponse* resp) {
@@ -557,18 +590,8 @@ grpc::Status ZeroVecService::Get(grpc::ServerContext* ctx,
     ZV_ASSIGN_OR_RETURN(auto coll, Lookup(req->collection()));
     std::vector<std::string> ids(req->ids().begin(), req->ids().end());
     ZV_ASSIGN_OR_RETURN(auto results, coll->Get(ids));
-    for (const auto& r : results) {
-      pb::Item* item = resp->add_items();
-      item->set_id(r.record.id);
-      item->set_text(r.record.text);
-      item->set_namespace_(r.record.ns);
-      item->mutable_metadata()->insert(r.record.metadata.begin(),
-                                       r.record.metadata.end());
-      item->set_timestamp_ms(r.record.timestamp_ms);
-      item->set_expires_at_ms(r.record.expires_at_ms);
-      if (req->include_vectors())
-        item->mutable_vector()->Add(r.vector.begin(), r.vector.end());
-    }
+    for (const auto& r : results)
+      ToItem(r, req->include_vectors(), resp->add_items());
     return OkStatus();
   });
 }

@@ -82,6 +82,9 @@ class ZeroVecService final : public zerovec::v1::ZeroVec::Service {
   grpc::Status Touch(grpc::ServerContext* ctx,
                      const zerovec::v1::TouchRequest* req,
                      zerovec::v1::TouchResponse* resp) override;
+  grpc::Status Scan(grpc::ServerContext* ctx,
+                    const zerovec::v1::ScanRequest* req,
+                    zerovec::v1::ScanResponse* resp) override;
 
  private:
   // Auth + concurrency limit around `body`; converts the result to

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -288,6 +289,23 @@ TEST_F(ClusterTest, StatusCommandListsNodesAndShards) {
   EXPECT_NE(out.find("nodes (3 live)"), std::string::npos) << out;
   EXPECT_NE(out.find("collection docs: epoch"), std::string::npos) << out;
   EXPECT_NE(out.find("shard 3: nodes"), std::string::npos) << out;
+  // Per replica of "docs" (4 shards, RF 2, quiet since its 1,150 live rows
+  // were written): its node, its rows and a lag of 0; the replicas of a
+  // shard hold the same rows, the shards together every row once.
+  const size_t docs = out.find("collection docs:");
+  const std::string section =
+      out.substr(docs, out.find("collection ", docs + 1) - docs);
+  std::regex line("replica node ([0-9]+): ([0-9]+) rows, lag ([0-9]+)");
+  uint64_t rows = 0;
+  int replicas = 0;
+  for (std::sregex_iterator it(section.begin(), section.end(), line), end;
+       it != end; ++it) {
+    ++replicas;
+    rows += std::stoull((*it)[2]);
+    EXPECT_EQ((*it)[3], "0") << it->str();
+  }
+  EXPECT_EQ(replicas, 8) << section;
+  EXPECT_EQ(rows, 2u * 1150u) << section;
 }
 
 TEST_F(ClusterTest, BadConfigurationIsAClearError) {

@@ -25,6 +25,50 @@ TEST(ShardMapTest, JsonRoundTrip) {
   EXPECT_EQ(back->shards(), 2);
 }
 
+// A map stays format 1 (readable by builds before joiners) until it has a
+// joiner; from then on it is format 2 and keeps its joiners exactly.
+TEST(ShardMapTest, JoinersRoundTripAsFormat2) {
+  ShardMap m;
+  m.name = "docs";
+  m.replication_factor = 2;
+  m.replicas = {{1, 2}, {2}};
+  EXPECT_EQ(ToJson(m).find("joining"), std::string::npos);
+  EXPECT_EQ(ShardMapFromJson(ToJson(m))->format, 1);
+  m.joining = {{}, {{3, 9, 77}}};
+  auto back = ShardMapFromJson(ToJson(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->format, 2);
+  ASSERT_NE(back->FindJoiner(1, 3), nullptr);
+  EXPECT_EQ(back->FindJoiner(1, 3)->since, 9);
+  EXPECT_EQ(back->FindJoiner(1, 3)->lease, 77);
+  EXPECT_EQ(back->FindJoiner(0, 3), nullptr);
+  EXPECT_EQ(ToJson(*back), ToJson(m));
+  // Joined: no joiner left, still format 2 (compare-and-swap needs the same
+  // bytes back).
+  back->joining[1].clear();
+  back->replicas[1].push_back(3);
+  auto joined = ShardMapFromJson(ToJson(*back));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->format, 2);
+  EXPECT_EQ(ToJson(*joined), ToJson(*back));
+  EXPECT_TRUE(joined->HasReplica(1, 3));
+}
+
+TEST(ShardMapTest, PickJoinerTakesTheLeastLoadedFreeNode) {
+  ShardMap m;
+  m.replication_factor = 2;
+  m.replicas = {{1, 2}, {2}, {1}};
+  m.joining = {{}, {}, {}};
+  EXPECT_EQ(PickJoiner(m, 0, {1, 2, 3}), std::nullopt);  // in sync
+  EXPECT_EQ(PickJoiner(m, 1, {1, 2, 3}), 3);             // node 3 holds nothing
+  EXPECT_EQ(PickJoiner(m, 1, {1, 2}), 1);
+  EXPECT_EQ(PickJoiner(m, 2, {1}), std::nullopt);  // nobody else is live
+  m.joining[1] = {{3, 4, 1}};
+  EXPECT_EQ(PickJoiner(m, 1, {1, 2, 3}), std::nullopt);  // being rebuilt
+  m.replicas[2].clear();                                 // nothing to copy from
+  EXPECT_EQ(PickJoiner(m, 2, {1, 2, 3}), std::nullopt);
+}
+
 TEST(ShardMapTest, NewerFormatIsRefusedByName) {
   ShardMap m;
   m.name = "future";

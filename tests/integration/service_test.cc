@@ -3,6 +3,7 @@
 // reflection. Over 600 lines: one fixture and server for every RPC's cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -209,6 +210,63 @@ TEST_F(ServiceTest, UpsertGetSearchDelete) {
   // Replacing an id keeps one live row for it.
   ASSERT_TRUE(Upsert(VectorBatch("docs", 0, 2)).ok());
   EXPECT_EQ(Describe("docs").live_rows(), 14u);
+}
+
+// Scan pages through every live item once, in id byte order, with vectors
+// on request; deleted and replaced items as they are now; limits checked.
+TEST_F(ServiceTest, ScanPagesThroughLiveItemsInIdOrder) {
+  ASSERT_TRUE(Create("scan").ok());
+  ASSERT_TRUE(Upsert(VectorBatch("scan", 0, 16)).ok());
+  ASSERT_TRUE(Upsert(VectorBatch("scan", 16, 9)).ok());
+  pb::UpsertRequest replaced = VectorBatch("scan", 3, 1);
+  replaced.mutable_items(0)->set_text("replaced");
+  ASSERT_TRUE(Upsert(replaced).ok());
+  {
+    grpc::ClientContext ctx;
+    pb::DeleteRequest del;
+    del.set_collection("scan");
+    del.add_ids("id-7");
+    del.add_ids("id-20");
+    pb::DeleteResponse r;
+    ASSERT_TRUE(rs_.stub->Delete(&ctx, del, &r).ok());
+  }
+  std::vector<std::string> seen;
+  pb::ScanRequest req;
+  req.set_collection("scan");
+  req.set_limit(4);
+  req.set_include_vectors(true);
+  int pages = 0;
+  for (;; ++pages) {
+    grpc::ClientContext ctx;
+    pb::ScanResponse page;
+    grpc::Status s = rs_.stub->Scan(&ctx, req, &page);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(page.items_size(), 4);
+    for (const auto& item : page.items()) {
+      seen.push_back(item.id());
+      EXPECT_EQ(item.vector_size(), static_cast<int>(kDim));
+      if (item.id() == "id-3") EXPECT_EQ(item.text(), "replaced");
+    }
+    if (page.next_after_id().empty()) break;
+    req.set_after_id(page.next_after_id());
+  }
+  EXPECT_GE(pages, 6);
+  std::vector<std::string> want;
+  for (int i = 0; i < 25; ++i)
+    if (i != 7 && i != 20) want.push_back("id-" + std::to_string(i));
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(seen, want);
+
+  grpc::ClientContext ctx;
+  pb::ScanResponse page;
+  req.set_limit(17);  // over max_batch
+  EXPECT_EQ(rs_.stub->Scan(&ctx, req, &page).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx2;
+  req.set_limit(0);
+  req.set_collection("nope");
+  EXPECT_EQ(rs_.stub->Scan(&ctx2, req, &page).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ServiceTest, SearchBatchAndStream) {
