@@ -14,8 +14,11 @@
 //     node is dropped from the shard map, and it can rejoin.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iomanip>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -306,6 +309,66 @@ TEST_F(ClusterTest, StatusCommandListsNodesAndShards) {
   }
   EXPECT_EQ(replicas, 8) << section;
   EXPECT_EQ(rows, 2u * 1150u) << section;
+}
+
+// Same-host attach per node: a co-located process attaches the local shard
+// collections read-only (`zerovec attach --data NODE_DIR --collection
+// docs--shardN`). One attached replica of every shard, merged by score, gives
+// the cluster's own top-k.
+TEST_F(ClusterTest, AttachedLocalShardsGiveTheClusterAnswer) {
+  auto kv = env->client->Get(cluster::CollectionKey("docs"));
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  auto map = cluster::ShardMapFromJson((*kv)->value);
+  ASSERT_TRUE(map.ok()) << map.status();
+  const int k = 10;
+  for (int q = 0; q < 3; ++q) {
+    const auto v = VectorFor("q" + std::to_string(q), kDim);
+    const std::filesystem::path vector_file =
+        env->dir / ("attach_q" + std::to_string(q) + ".txt");
+    {
+      std::ofstream out(vector_file);
+      out << std::setprecision(9);  // the float itself, not a rounding
+      for (float x : v) out << x << ' ';
+    }
+    std::vector<std::pair<float, std::string>> merged;
+    for (int shard = 0; shard < map->shards(); ++shard) {
+      ASSERT_FALSE(map->replicas[shard].empty());
+      const int64_t node =
+          map->replicas[shard][q % map->replicas[shard].size()];
+      const std::string cmd =
+          ZerovecBinary().string() + " attach --json --k " + std::to_string(k) +
+          " --data " + (env->dir / ("node" + std::to_string(node))).string() +
+          " --collection " + cluster::LocalShardName("docs", shard) +
+          " --vector-file " + vector_file.string() + " 2>&1";
+      FILE* p = ::popen(cmd.c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      std::string out;
+      char buf[4096];
+      while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+      ASSERT_EQ(::pclose(p), 0) << cmd << ": " << out;
+      const auto doc = nlohmann::json::parse(out, nullptr, false);
+      ASSERT_FALSE(doc.is_discarded()) << out;
+      ASSERT_FALSE(doc["hits"].empty()) << out;
+      for (const auto& h : doc["hits"]) {
+        EXPECT_EQ(cluster::ShardOf(h["id"].get<std::string>(), map->shards()),
+                  shard)
+            << h;
+        merged.emplace_back(h["score"].get<float>(),
+                            h["id"].get<std::string>());
+      }
+    }
+    std::sort(merged.begin(), merged.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    pb::SearchResponse cluster_hits;
+    ASSERT_TRUE(
+        Node(q)->Search(Ctx().get(), Query("docs", q, k), &cluster_hits).ok());
+    ASSERT_EQ(cluster_hits.hits_size(), k);
+    for (int i = 0; i < k; ++i) {
+      EXPECT_EQ(merged[i].second, cluster_hits.hits(i).id())
+          << "query " << q << " rank " << i;
+      EXPECT_FLOAT_EQ(merged[i].first, cluster_hits.hits(i).score());
+    }
+  }
 }
 
 TEST_F(ClusterTest, BadConfigurationIsAClearError) {
