@@ -94,6 +94,9 @@ uint64_t LiveGraph::Search(const shm::SegmentView& view, const float* queries,
   const size_t stride = info_.row_stride;
   const int k = out->k;
   TopK part(nq, k, out->metric);
+  // Several queries (SearchBatch) spread over threads, as over the pieces;
+  // the published copy is immutable, so readers share it.
+#pragma omp parallel for if (nq > 1) schedule(dynamic)
   for (size_t q = 0; q < nq; ++q) {
     SearchGraph(g, view, queries + q * stride, k, ef, sel, &part.dist[q * k],
                 &part.rows[q * k]);

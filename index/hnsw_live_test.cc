@@ -122,6 +122,25 @@ TEST_F(LiveGraphTest, SearchesFindRowsInsertedWhileTheyRun) {
     same += top == Top1(g, r, kRows, &covered);
   }
   EXPECT_EQ(same, static_cast<int>((kRows - 1000 + 6) / 7));
+
+  // A batch (spread over threads) answers each query as a search of it alone.
+  constexpr size_t kBatch = 64;
+  const size_t stride = writer_->info().row_stride;
+  std::vector<float> batch(kBatch * stride);
+  for (size_t i = 0; i < kBatch; ++i) {
+    const auto q = Query(1000 + 23 * i);
+    std::copy(q.begin(), q.end(), batch.begin() + i * stride);
+  }
+  TopK all(kBatch, 5, shm::Metric::kL2);
+  EXPECT_EQ(g.Search(*writer_, batch.data(), kBatch, nullptr, 64, kRows, &all),
+            kRows);
+  for (size_t i = 0; i < kBatch; ++i) {
+    TopK one(1, 5, shm::Metric::kL2);
+    g.Search(*writer_, batch.data() + i * stride, 1, nullptr, 64, kRows, &one);
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_EQ(all.rows[i * 5 + j], one.rows[j]) << "query " << i;
+    }
+  }
 }
 
 TEST_F(LiveGraphTest, InsertRefusesRowsTheTableDoesNotHold) {
