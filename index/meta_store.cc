@@ -583,43 +583,49 @@ Status MetaStore::ScanRows(
   return FromRocks(it->status(), "rows scan");
 }
 
-Status MetaStore::ScanIds(
-    const std::string& coll,
-    const std::function<Status(const std::string&, const IdEntry&)>& fn) const {
+Status MetaStore::VisitIdsFrom(
+    const std::string& coll, const std::string& from,
+    const std::function<Status(std::string id, std::string_view value,
+                               bool* more)>& fn) const {
   const std::string prefix = Prefix(coll);
   const std::string end = PrefixEnd(prefix);
   rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kIds]));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
-    IdEntry e;
-    const std::string id(it->key().ToStringView().substr(prefix.size()));
-    if (!DecodeIdEntry(it->value().ToStringView(), &e)) {
-      return DataLossError("meta store ids: bad entry for id " + id);
-    }
-    ZV_RETURN_IF_ERROR(fn(id, e));
+  bool more = true;
+  for (it->Seek(prefix + from); more && it->Valid(); it->Next()) {
+    std::string id(it->key().ToStringView().substr(prefix.size()));
+    ZV_RETURN_IF_ERROR(fn(std::move(id), it->value().ToStringView(), &more));
   }
   return FromRocks(it->status(), "ids scan");
+}
+
+Status MetaStore::ScanIds(
+    const std::string& coll,
+    const std::function<Status(const std::string&, const IdEntry&)>& fn) const {
+  return VisitIdsFrom(
+      coll, "", [&](std::string id, std::string_view value, bool*) {
+        IdEntry e;
+        if (!DecodeIdEntry(value, &e)) {
+          return DataLossError("meta store ids: bad entry for id " + id);
+        }
+        return fn(id, e);
+      });
 }
 
 StatusOr<std::vector<std::string>> MetaStore::IdsAfter(const std::string& coll,
                                                        const std::string& after,
                                                        size_t limit) const {
-  const std::string prefix = Prefix(coll);
-  const std::string end = PrefixEnd(prefix);
-  rocksdb::Slice upper(end);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kIds]));
   std::vector<std::string> ids;
-  it->Seek(prefix + after);
-  for (; it->Valid() && ids.size() < limit; it->Next()) {
-    std::string id(it->key().ToStringView().substr(prefix.size()));
-    if (id == after) continue;  // strictly after (Seek lands on it if stored)
-    ids.push_back(std::move(id));
-  }
-  ZV_RETURN_IF_ERROR(FromRocks(it->status(), "ids scan"));
+  if (limit == 0) return ids;
+  ZV_RETURN_IF_ERROR(VisitIdsFrom(
+      coll, after, [&](std::string id, std::string_view, bool* more) {
+        // Strictly after: Seek lands on `after` itself if it is stored.
+        if (id != after) ids.push_back(std::move(id));
+        *more = ids.size() < limit;
+        return OkStatus();
+      }));
   return ids;
 }
 

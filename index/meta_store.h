@@ -118,11 +118,17 @@ class MetaStore {
   // Up to `limit` ids of the collection greater than `after`, in byte order
   // (the key order of the ids family): a page of Collection::Scan.
   StatusOr<std::vector<std::string>> IdsAfter(const std::string& coll,
-                                               const std::string& after,
-                                               size_t limit) const;
+                                              const std::string& after,
+                                              size_t limit) const;
 
  private:
   MetaStore() = default;
+  // Visits the ids family of `coll` in key order from id `from` on; `fn`
+  // clears *more to stop early.
+  Status VisitIdsFrom(
+      const std::string& coll, const std::string& from,
+      const std::function<Status(std::string id, std::string_view value,
+                                 bool* more)>& fn) const;
   static StatusOr<std::unique_ptr<MetaStore>> OpenImpl(
       const std::filesystem::path& dir, const std::filesystem::path* secondary);
 
