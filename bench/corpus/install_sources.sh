@@ -18,6 +18,8 @@ PACKAGES=(
   # HTML documentation
   python3.11-doc postgresql-doc-15 linux-doc-6.1 python-django-doc nodejs-doc
   openjdk-17-doc
+  python-pandas-doc python-scipy-doc python-sqlalchemy-doc gimp-help-en rust-doc
+  abs-guide
   debian-reference-en developers-reference debian-faq debian-policy maint-guide
 )
 

@@ -893,6 +893,17 @@ HTML_DOCS = [
     ("debian-docs", "debian-policy", r"\.html$",
      _NOT_LICENCE + r"|/_|/(genindex|search)\.html$"),
     ("debian-docs", "maint-guide", r"\.en\.html$|/html/[^/]*\.html$", _NOT_LICENCE),
+    # Added for the 1M real-embedding HNSW set (issue 21): more prose manuals.
+    ("pandas-docs", "python-pandas-doc", r"/html/.*\.html$",
+     _NOT_LICENCE + r"|/(genindex|py-modindex|search)\.html$|/_"),
+    ("scipy-docs", "python-scipy-doc", r"/html/.*\.html$",
+     _NOT_LICENCE + r"|/(genindex|py-modindex|search)\.html$|/_"),
+    ("sqlalchemy-docs", "python-sqlalchemy-doc", r"/html/.*\.html$",
+     _NOT_LICENCE + r"|/(genindex|py-modindex|search)\.html$|/_"),
+    ("gimp-docs", "gimp-help-en", r"/help/en/.*\.html$", _NOT_LICENCE),
+    ("rust-docs", "rust-doc", r"/html/.*\.html$",
+     _NOT_LICENCE + r"|/(all|search|settings|help)\.html$|/src/|/implementors/"),
+    ("bash-guide", "abs-guide", r"/html/.*\.html$", _NOT_LICENCE),
 ]
 
 
