@@ -335,7 +335,9 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
     const char* e = std::getenv(name);
     if (e != nullptr && *e != '\0') *value = std::atoi(e);
   };
-  int fused = o.fused ? 1 : 0, graphs = o.graphs ? 1 : 0;
+  int fused = o.fused ? 1 : 0, graphs = o.graphs ? 1 : 0, fast_accum = 0;
+  read("ZV_CUDA_FP8_FAST_ACCUM", &fast_accum);
+  o.fp8_fast_accum = fast_accum != 0;
   read("ZV_CUDA_FUSED", &fused);
   read("ZV_CUDA_GRAPHS", &graphs);
   read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
@@ -356,6 +358,9 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
 
 std::string CudaEncoderOptions::ToString() const {
   std::string s = std::string(CudaPrecisionName(precision)) +
+                  (precision == CudaPrecision::kFp8 && fp8_fast_accum
+                       ? " (fast accumulation)"
+                       : "") +
                   (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);

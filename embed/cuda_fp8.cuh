@@ -84,20 +84,24 @@ inline float LinearBound(const std::vector<float>& w,
 // y[t, n] = x[t, k] w[n, k]^T (row-major terms) with x and w in e4m3 and
 // per-tensor dequantization factors (device floats) for each, fp32
 // accumulation. Output fp16, or e4m3 multiplied by a device scale (the GELU
-// variant: bias + GELU in the epilogue, bias fp16). Plans per shape as
-// LtGeluGemm does.
+// variant: bias + GELU in the epilogue, bias fp16); kGeluFp16Out is the GELU
+// variant with fp16 output, for a cuBLASLt that has no e4m3-output algorithm
+// (the caller then casts). Plans per shape as LtGeluGemm does.
 class LtFp8Gemm {
  public:
-  enum class Kind { kPlain, kGeluFp8Out };
+  enum class Kind { kPlain, kGeluFp8Out, kGeluFp16Out };
 
   LtFp8Gemm() = default;
   ~LtFp8Gemm() { Destroy(); }
   LtFp8Gemm(const LtFp8Gemm&) = delete;
   LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
 
-  Status Init(void* workspace, size_t workspace_bytes) {
+  // fast_accum: CUBLASLT_MATMUL_DESC_FAST_ACCUM (Hopper's FP8 tensor cores
+  // accumulate without periodic promotion to fp32: faster, less exact).
+  Status Init(void* workspace, size_t workspace_bytes, bool fast_accum) {
     workspace_ = workspace;
     workspace_bytes_ = workspace_bytes;
+    fast_accum_ = fast_accum;
     ZV_CUBLAS_CHECK(cublasLtCreate(&lt_));
     return OkStatus();
   }
@@ -124,6 +128,21 @@ class LtFp8Gemm {
     Plan* p = nullptr;
     ZV_RETURN_IF_ERROR(Find(Kind::kPlain, t, n, k, &p));
     ZV_RETURN_IF_ERROR(SetScales(*p, w_scale, x_scale, nullptr, nullptr));
+    const float one = 1.f, zero = 0.f;
+    ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &one, w, p->a, x, p->b, &zero, y,
+                                   p->c, y, p->d, &p->algo, workspace_,
+                                   workspace_bytes_, stream));
+    return OkStatus();
+  }
+
+  // kGeluFp16Out: y (fp16) = gelu(x_scale w_scale x w^T + bias).
+  Status RunGelu16(const __nv_fp8_e4m3* x, const float* x_scale,
+                   const __nv_fp8_e4m3* w, const float* w_scale,
+                   const half* bias, half* y, int t, int n, int k,
+                   cudaStream_t stream) {
+    Plan* p = nullptr;
+    ZV_RETURN_IF_ERROR(Find(Kind::kGeluFp16Out, t, n, k, &p));
+    ZV_RETURN_IF_ERROR(SetScales(*p, w_scale, x_scale, nullptr, bias));
     const float one = 1.f, zero = 0.f;
     ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &one, w, p->a, x, p->b, &zero, y,
                                    p->c, y, p->d, &p->algo, workspace_,
@@ -180,6 +199,8 @@ class LtFp8Gemm {
       ZV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           p.op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale,
           sizeof(d_scale)));
+    }
+    if (p.kind != Kind::kPlain) {
       ZV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
@@ -233,7 +254,11 @@ class LtFp8Gemm {
     ZV_RETURN_IF_ERROR(SetScales(
         p, DummyScale(), DummyScale(),
         p.kind == Kind::kGeluFp8Out ? DummyScale() : nullptr, nullptr));
-    const bool gelu = p.kind == Kind::kGeluFp8Out;
+    const int8_t fast = fast_accum_ ? 1 : 0;
+    ZV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    const bool gelu = p.kind != Kind::kPlain;
+    const bool fp8_out = p.kind == Kind::kGeluFp8Out;
     if (gelu) {
       const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
       const cudaDataType_t bias_type = CUDA_R_16F;
@@ -250,7 +275,7 @@ class LtFp8Gemm {
     ZV_CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16F, p.n, p.t, p.n));
     ZV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-        &p.d, gelu ? CUDA_R_8F_E4M3 : CUDA_R_16F, p.n, p.t, p.n));
+        &p.d, fp8_out ? CUDA_R_8F_E4M3 : CUDA_R_16F, p.n, p.t, p.n));
     cublasLtMatmulPreference_t pref = nullptr;
     ZV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = workspace_bytes_;
@@ -287,6 +312,7 @@ class LtFp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* dummy_ = nullptr;
+  bool fast_accum_ = false;
   std::vector<Plan> plans_;
 };
 

@@ -161,6 +161,18 @@ __global__ void BiasResidualLayerNormVecKernel(
   }
 }
 
+// out = e4m3(in * q[0]) (saturating), two elements a thread: the FP8 path's
+// cast of the FFN-up output where cuBLASLt cannot write e4m3 itself.
+__global__ void CastE4m3Kernel(const half2* in, __nv_fp8x2_e4m3* out,
+                               size_t pairs, const float* q) {
+  const float s = *q;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < pairs;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const float2 v = __half22float2(in[i]);
+    out[i] = __nv_fp8x2_e4m3(make_float2(v.x * s, v.y * s));
+  }
+}
+
 // f = gelu(f + bias) with the exact erf form, two elements a thread.
 __global__ void BiasGeluKernel(half2* f, size_t pairs, int cols_half,
                                const float2* bias) {

@@ -35,6 +35,7 @@ using cuda::PinnedBuffer;
 using kernels::BiasGeluKernel;
 using kernels::BiasResidualLayerNormKernel;
 using kernels::BiasResidualLayerNormVecKernel;
+using kernels::CastE4m3Kernel;
 using kernels::EmbedLayerNormKernel;
 using kernels::kPoolThreads;
 using kernels::LaunchAttention;
@@ -112,7 +113,8 @@ class CudaLaneEncoder : public CudaEncoder {
       ZV_RETURN_IF_ERROR(lt_.Init(workspace_.get(), kWorkspaceBytes));
     }
     if (Fp8()) {
-      ZV_RETURN_IF_ERROR(lt8_.Init(workspace_.get(), kWorkspaceBytes));
+      ZV_RETURN_IF_ERROR(
+          lt8_.Init(workspace_.get(), kWorkspaceBytes, opt_.fp8_fast_accum));
       ZV_RETURN_IF_ERROR(x8_.Allocate(t * h));
       ZV_RETURN_IF_ERROR(ffn8_.Allocate(t * c.intermediate_size));
     }
@@ -138,6 +140,7 @@ class CudaLaneEncoder : public CudaEncoder {
     if (!lt_note_.empty()) d += " (cublasLt GELU epilogue: " + lt_note_ + ")";
     if (!fp8_note_.empty())
       d += " (fp8 off for some shapes: " + fp8_note_ + ")";
+    if (!up_note_.empty()) d += " (fp8 FFN-up: " + up_note_ + ")";
     return d;
   }
 
@@ -383,13 +386,22 @@ class CudaLaneEncoder : public CudaEncoder {
   // fp8_pass_: this pass of t tokens runs the FP8 GEMMs. Plans them first
   // (outside any capture: a captured shape has run, so planned, before);
   // a shape without an FP8 algorithm runs in fp16 and description() says why.
+  // The FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt can,
+  // else fp16 and a cast kernel follows (up_cast_, noted in description()).
   Status PlanFp8(int t) {
     fp8_pass_ = false;
     if (!Fp8()) return OkStatus();
     const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
+    Status up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
+    up_cast_ = false;
+    if (up.code() == StatusCode::kUnimplemented) {
+      const std::string why = up.message();
+      up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
+      up_cast_ = up.ok();
+      if (up_cast_) up_note_ = why + "; fp16 output and a cast kernel instead";
+    }
     for (const Status& st :
-         {lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h),
-          lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h),
+         {lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h), up,
           lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f)}) {
       if (st.ok()) continue;
       if (st.code() != StatusCode::kUnimplemented) return st;
@@ -397,6 +409,29 @@ class CudaLaneEncoder : public CudaEncoder {
       return OkStatus();
     }
     fp8_pass_ = true;
+    return OkStatus();
+  }
+
+  // ffn8_ = e4m3(gelu(x8_ W_in^T + b_in) * q): in one GEMM, or a GEMM to
+  // ffn_ (fp16) and the cast kernel.
+  Status FfnUpFp8(const DeviceLayer& l, int t) {
+    const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
+    const float* s = l.scales8.get();
+    if (!up_cast_) {
+      return lt8_.RunGelu(x8_.get(), s + kUpX, l.ffn_in_w8.get(), s + kUpW,
+                          l.ffn_in_b_half.get(), s + kUpOutQ, ffn8_.get(),
+                          ffn_.get(), t, f, h, stream_);
+    }
+    ZV_RETURN_IF_ERROR(lt8_.RunGelu16(x8_.get(), s + kUpX, l.ffn_in_w8.get(),
+                                      s + kUpW, l.ffn_in_b_half.get(),
+                                      ffn_.get(), t, f, h, stream_));
+    const size_t pairs = size_t(t) * f / 2;
+    const int blocks =
+        static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
+    CastE4m3Kernel<<<blocks, 256, 0, stream_>>>(
+        reinterpret_cast<const half2*>(ffn_.get()),
+        reinterpret_cast<__nv_fp8x2_e4m3*>(ffn8_.get()), pairs, s + kUpOutQ);
+    ZV_CUDA_CHECK(cudaGetLastError());
     return OkStatus();
   }
 
@@ -418,9 +453,7 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
                                  l.ln1_b.get(), x8_.get(), l.ln1_q8));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
-    ZV_RETURN_IF_ERROR(lt8_.RunGelu(
-        x8_.get(), s + kUpX, l.ffn_in_w8.get(), s + kUpW, l.ffn_in_b_half.get(),
-        s + kUpOutQ, ffn8_.get(), ffn_.get(), t, f, h, stream_));
+    ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
     ZV_RETURN_IF_ERROR(lt8_.Run(ffn8_.get(), s + kDownX, l.ffn_out_w8.get(),
                                 s + kDownW, tmp_.get(), t, h, f, stream_));
@@ -557,6 +590,8 @@ class CudaLaneEncoder : public CudaEncoder {
   LtFp8Gemm lt8_;
   std::string fp8_note_;   // why a shape ran in fp16 under kFp8
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
+  bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
+  std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
   DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;
   GraphCache graphs_;
   std::string graph_note_;  // set when a capture failed: graphs off
