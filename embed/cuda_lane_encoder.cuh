@@ -383,11 +383,11 @@ class CudaLaneEncoder : public CudaEncoder {
     return Mark(mark, kFfnDownLn);
   }
 
-  // fp8_pass_: this pass of t tokens runs the FP8 GEMMs. Plans them first
-  // (outside any capture: a captured shape has run, so planned, before);
-  // a shape without an FP8 algorithm runs in fp16 and description() says why.
-  // The FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt can,
-  // else fp16 and a cast kernel follows (up_cast_, noted in description()).
+  // Sets fp8_pass_: this pass of t tokens runs the FP8 GEMMs. Plans them
+  // first (outside any capture: a captured shape has run, so was planned,
+  // before); a shape without an FP8 algorithm runs in fp16 and description()
+  // says why. The FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt
+  // can, else fp16 and a cast kernel follows (up_cast_, also noted).
   Status PlanFp8(int t) {
     fp8_pass_ = false;
     if (!Fp8()) return OkStatus();
