@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "embed/cuda_encoder.h"
+#include "embed/cuda_fp8.cuh"
 #include "embed/cuda_kernels.cuh"
 #include "embed/cuda_util.cuh"
 
@@ -50,7 +51,40 @@ struct DeviceLayer {
   // and the FFN-up bias as fp16 for the cuBLASLt epilogue.
   DeviceBuffer<float> q_only_b, out_b_folded;
   DeviceBuffer<half> ffn_in_b_half;
+  // The FP8 path (CudaModel::Impl::EnsureFp8): e4m3 weights of the QKV,
+  // FFN-up and FFN-down GEMMs and their device scales (Fp8Scale order);
+  // ln1_q8 / ln2_q8 multiply the LayerNorm outputs before their e4m3 cast
+  // (ln2_q8 is the next layer's QKV input scale; 0 for the last layer).
+  DeviceBuffer<__nv_fp8_e4m3> qkv_w8, ffn_in_w8, ffn_out_w8;
+  DeviceBuffer<float> scales8;
+  float ln1_q8 = 0.f, ln2_q8 = 0.f;
 };
+
+// DeviceLayer::scales8: dequantization factors of the FP8 GEMMs' inputs
+// (weights w, activations x) and the FFN-up output's quantization factor.
+enum Fp8Scale {
+  kQkvW,
+  kQkvX,
+  kUpW,
+  kUpX,
+  kUpOutQ,
+  kDownW,
+  kDownX,
+  kFp8ScaleCount
+};
+
+Status UploadBytes(const void* host, size_t bytes, void* dev) {
+  ZV_CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+  return OkStatus();
+}
+
+Status UploadE4m3(const std::vector<float>& w, DeviceBuffer<__nv_fp8_e4m3>& d,
+                  float* dequant) {
+  std::vector<__nv_fp8_storage_t> q;
+  *dequant = cuda::QuantizeE4m3(w, &q);
+  ZV_RETURN_IF_ERROR(d.Allocate(q.size()));
+  return UploadBytes(q.data(), q.size(), d.get());
+}
 
 // The fused path drops the K bias and folds the V bias into the output
 // projection's bias. Per query row i (q_i with its bias), keys j:
@@ -97,6 +131,52 @@ struct CudaModel::Impl {
                     // per host thread
   DeviceBuffer<float> word, position, type0, emb_g, emb_b;
   std::vector<DeviceLayer> layers;
+
+  // The FP8 weights are made on the first FP8 encoder's request, from the
+  // checkpoint kept here (the embedder keeps it too).
+  std::shared_ptr<const Checkpoint> checkpoint;
+  std::mutex fp8_mu;
+  bool fp8_ready = false;
+  float emb_q8 = 0.f;  // the embedding LayerNorm's e4m3 output scale
+
+  Status EnsureFp8() {
+    std::lock_guard<std::mutex> lock(fp8_mu);
+    if (fp8_ready) return OkStatus();
+    ZV_CUDA_CHECK(cudaSetDevice(ordinal));
+    const Checkpoint& ck = *checkpoint;
+    // Static activation bounds (cuda_fp8.cuh), 10 % headroom for the fp16 and
+    // e4m3 rounding of the inputs they are derived from.
+    constexpr float kMargin = 1.1f;
+    auto quant = [](float bound) { return cuda::kE4m3Max / bound; };
+    float in_bound =
+        kMargin * cuda::LayerNormElementBound(ck.emb_ln_g, ck.emb_ln_b);
+    emb_q8 = quant(in_bound);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const LayerWeights& w = ck.layers[i];
+      DeviceLayer& d = layers[i];
+      float s[kFp8ScaleCount];
+      ZV_RETURN_IF_ERROR(UploadE4m3(w.qkv_w, d.qkv_w8, &s[kQkvW]));
+      ZV_RETURN_IF_ERROR(UploadE4m3(w.ffn_in_w, d.ffn_in_w8, &s[kUpW]));
+      ZV_RETURN_IF_ERROR(UploadE4m3(w.ffn_out_w, d.ffn_out_w8, &s[kDownW]));
+      s[kQkvX] = 1.f / quant(in_bound);
+      const float ln1_bound =
+          kMargin * cuda::LayerNormElementBound(w.ln1_g, w.ln1_b);
+      d.ln1_q8 = quant(ln1_bound);
+      s[kUpX] = 1.f / d.ln1_q8;
+      const float up_bound =
+          kMargin * cuda::LinearBound(
+                        w.ffn_in_w, w.ffn_in_b,
+                        kMargin * cuda::LayerNormNormBound(w.ln1_g, w.ln1_b));
+      s[kUpOutQ] = quant(up_bound);
+      s[kDownX] = 1.f / s[kUpOutQ];
+      in_bound = kMargin * cuda::LayerNormElementBound(w.ln2_g, w.ln2_b);
+      d.ln2_q8 = i + 1 < layers.size() ? quant(in_bound) : 0.f;
+      ZV_RETURN_IF_ERROR(d.scales8.Allocate(kFp8ScaleCount));
+      ZV_RETURN_IF_ERROR(UploadBytes(s, sizeof(s), d.scales8.get()));
+    }
+    fp8_ready = true;
+    return OkStatus();
+  }
 
   mutable std::mutex mu;  // guards ranges and sink_mode
   std::vector<HostRange> ranges;
@@ -175,6 +255,7 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.max_tokens = std::max(max_batch_tokens, c.max_position_embeddings);
   m.attention = kernels::AttentionImplFromEnv();
   m.ordinal = ordinal;
+  m.checkpoint = ck;
   ZV_CUDA_CHECK(cudaSetDevice(ordinal));
   cudaDeviceProp prop;
   ZV_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
@@ -211,6 +292,13 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
 
 StatusOr<std::unique_ptr<CudaEncoder>> CudaModel::NewCudaEncoder(
     const CudaEncoderOptions& options) {
+  if (options.precision == CudaPrecision::kFp8) {
+    if (!options.fused) {
+      return InvalidArgumentError(
+          "cuda encoder: fp8 needs the fused path (ZV_CUDA_FUSED=1)");
+    }
+    ZV_RETURN_IF_ERROR(impl_->EnsureFp8());
+  }
   auto enc = std::make_unique<CudaLaneEncoder>(shared_from_this(), impl_.get(),
                                                options);
   ZV_RETURN_IF_ERROR(enc->Init());
@@ -222,24 +310,58 @@ StatusOr<std::unique_ptr<Encoder>> CudaModel::NewEncoder() {
   return std::unique_ptr<Encoder>(std::move(enc));
 }
 
+StatusOr<std::unique_ptr<Encoder>> CudaModel::NewEncoder(
+    CudaPrecision precision) {
+  CudaEncoderOptions o = CudaEncoderOptions::FromEnv();
+  o.precision = precision;
+  ZV_ASSIGN_OR_RETURN(auto enc, NewCudaEncoder(o));
+  return std::unique_ptr<Encoder>(std::move(enc));
+}
+
+const char* CudaPrecisionName(CudaPrecision p) {
+  return p == CudaPrecision::kFp8 ? "fp8" : "fp16";
+}
+
+StatusOr<CudaPrecision> ParseCudaPrecision(const std::string& name) {
+  if (name == "fp16") return CudaPrecision::kFp16;
+  if (name == "fp8" || name == "e4m3") return CudaPrecision::kFp8;
+  return InvalidArgumentError("cuda precision: expected fp16 or fp8, got \"" +
+                              name + "\"");
+}
+
 CudaEncoderOptions CudaEncoderOptions::FromEnv() {
   CudaEncoderOptions o;
   auto read = [](const char* name, int* value) {
     const char* e = std::getenv(name);
     if (e != nullptr && *e != '\0') *value = std::atoi(e);
   };
-  int fused = o.fused ? 1 : 0, graphs = o.graphs ? 1 : 0;
+  int fused = o.fused ? 1 : 0, graphs = o.graphs ? 1 : 0, fast_accum = 0;
+  read("ZV_CUDA_FP8_FAST_ACCUM", &fast_accum);
+  o.fp8_fast_accum = fast_accum != 0;
   read("ZV_CUDA_FUSED", &fused);
   read("ZV_CUDA_GRAPHS", &graphs);
   read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
   read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
   o.fused = fused != 0;
   o.graphs = graphs != 0;
+  if (const char* e = std::getenv("ZV_CUDA_PRECISION"); e && *e) {
+    const StatusOr<CudaPrecision> p = ParseCudaPrecision(e);
+    if (p.ok()) {
+      o.precision = *p;
+    } else {
+      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_PRECISION: %s\n",
+                   p.status().message().c_str());
+    }
+  }
   return o;
 }
 
 std::string CudaEncoderOptions::ToString() const {
-  std::string s = fused ? "fused" : "unfused";
+  std::string s = std::string(CudaPrecisionName(precision)) +
+                  (precision == CudaPrecision::kFp8 && fp8_fast_accum
+                       ? " (fast accumulation)"
+                       : "") +
+                  (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);
   if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";
@@ -318,8 +440,8 @@ std::string CudaModel::SinkMode() const {
 
 std::string CudaModel::description() const {
   return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name +
-         " fp16 cuBLAS, attention=" +
-         kernels::AttentionImplName(impl_->attention) + ", sink=" + SinkMode();
+         " cuBLAS, attention=" + kernels::AttentionImplName(impl_->attention) +
+         ", sink=" + SinkMode();
 }
 
 }  // namespace zv::embed

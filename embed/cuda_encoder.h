@@ -16,6 +16,23 @@
 
 namespace zv::embed {
 
+// The GEMMs' input precision (accumulation is fp32 in all of them; the
+// residual stream, LayerNorm and attention stay fp16).
+//   kFp16: fp16 weights and activations (the default).
+//   kFp8:  e4m3 weights (per-tensor scale, quantized once per model) and
+//          activations for the QKV, FFN-up and FFN-down GEMMs: the LayerNorm
+//          kernels write the e4m3 copy of their output, the FFN-up GEMM's
+//          GELU epilogue writes e4m3; scales are static bounds derived from
+//          the weights (embed/cuda_fp8.cuh). The output projection stays fp16
+//          (its input is attention's output). Needs the fused path; a shape
+//          cuBLASLt has no FP8 algorithm for runs in fp16 (description() says
+//          so). Vectors: see bench/RESULTS.md for its min cosine.
+enum class CudaPrecision { kFp16, kFp8 };
+
+// "fp16" or "fp8"; ParseCudaPrecision accepts those (and "e4m3").
+const char* CudaPrecisionName(CudaPrecision p);
+StatusOr<CudaPrecision> ParseCudaPrecision(const std::string& name);
+
 // How one CUDA encoder runs a batch. The defaults are the fast path; each
 // lever can be turned off (here or through the environment, see FromEnv) so a
 // failure of the fast path can be told apart from one of the old path.
@@ -33,11 +50,17 @@ struct CudaEncoderOptions {
   bool graphs = true;
   // Graphs kept per encoder; the least recently used is dropped beyond this.
   int max_graphs = 48;
+  CudaPrecision precision = CudaPrecision::kFp16;
+  // kFp8 only: cuBLASLt's FP8 fast accumulation (no periodic promotion of the
+  // tensor cores' partial sums to fp32).
+  bool fp8_fast_accum = false;
 
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
-  // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N.
+  // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8
+  // (an unknown value is ignored with a warning on stderr),
+  // ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
-  // e.g. "fused, graphs<=32 (48 kept)".
+  // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;
 };
 
@@ -86,6 +109,9 @@ class CudaModel : public std::enable_shared_from_this<CudaModel> {
   // A new encoder on its own stream (options from CudaEncoderOptions::FromEnv);
   // encoders run concurrently.
   StatusOr<std::unique_ptr<Encoder>> NewEncoder();
+  // As NewEncoder, with the precision given (the other options from the
+  // environment).
+  StatusOr<std::unique_ptr<Encoder>> NewEncoder(CudaPrecision precision);
   StatusOr<std::unique_ptr<CudaEncoder>> NewCudaEncoder(
       const CudaEncoderOptions& options);
 

@@ -32,21 +32,25 @@ class CudaEncoderTest : public ::testing::Test {
     if (!CudaModel::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
   }
 
-  static std::unique_ptr<Embedder> Make(const fs::path& dir,
-                                        DevicePreference d) {
+  static std::unique_ptr<Embedder> Make(
+      const fs::path& dir, DevicePreference d,
+      GpuPrecision precision = GpuPrecision::kAuto) {
     EmbedderOptions opt;
     opt.model_dir = dir;
     opt.device = d;
+    opt.gpu_precision = precision;
     auto emb = Embedder::Create(opt);
     EXPECT_TRUE(emb.ok()) << emb.status();
     return emb.ok() ? std::move(emb).value() : nullptr;
   }
 
-  void CompareOnReference(const fs::path& model_dir,
-                          const fs::path& reference) {
+  // Min cosines against the CPU encoder and the PyTorch fp32 reference
+  // vectors, each >= 0.999 (the bar, also for FP8).
+  void CompareOnReference(const fs::path& model_dir, const fs::path& reference,
+                          GpuPrecision precision = GpuPrecision::kAuto) {
     auto refs = testing::ReadReference(reference);
     ASSERT_TRUE(refs.ok()) << refs.status();
-    auto gpu = Make(model_dir, DevicePreference::kCuda);
+    auto gpu = Make(model_dir, DevicePreference::kCuda, precision);
     auto cpu = Make(model_dir, DevicePreference::kCpu);
     ASSERT_TRUE(gpu && cpu);
     std::printf("device: %s\n", gpu->device_description().c_str());
@@ -99,6 +103,24 @@ TEST_F(CudaEncoderTest, MiniLmRandomAgreesWithCpuAndReference) {
   auto dir = testing::MakeMiniLmRandom();
   ASSERT_TRUE(dir.ok()) << dir.status();
   CompareOnReference(*dir, "tests/data/reference/minilm_random.jsonl");
+}
+
+// FP8 (e4m3) GEMMs: the same bar against the fp32 references, on a trained
+// model (zerovec-mini) and the random MiniLM shape.
+TEST_F(CudaEncoderTest, Fp8AgreesWithCpuAndReference) {
+  CompareOnReference("models/zerovec-mini",
+                     "tests/data/reference/zerovec-mini.jsonl",
+                     GpuPrecision::kFp8);
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  CompareOnReference(*dir, "tests/data/reference/minilm_random.jsonl",
+                     GpuPrecision::kFp8);
+  if (std::filesystem::exists("models/zerovec-l6/model.safetensors") &&
+      std::filesystem::exists("tests/data/reference/zerovec-l6.jsonl")) {
+    CompareOnReference("models/zerovec-l6",
+                       "tests/data/reference/zerovec-l6.jsonl",
+                       GpuPrecision::kFp8);
+  }
 }
 
 TEST_F(CudaEncoderTest, TinyModelsAgreeWithCpu) {
@@ -494,6 +516,47 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
   EXPECT_EQ(fused->description().find("cublasLt GELU epilogue:"),
             std::string::npos)
       << fused->description();
+}
+
+// The FP8 path against fp16 on batches from 1 to 40 sequences (no shape may
+// fall back to fp16), and its graph replays against its direct passes.
+TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {
+  CudaEncoderOptions fp8_opt;
+  fp8_opt.precision = CudaPrecision::kFp8;
+  CudaEncoderOptions fp8_direct_opt = fp8_opt;
+  fp8_direct_opt.graphs = false;
+  auto fp8 = New(fp8_opt);
+  auto fp8_direct = New(fp8_direct_opt);
+  auto fp16 = New(CudaEncoderOptions{});
+  ASSERT_TRUE(fp8 && fp8_direct && fp16);
+  std::printf("fp8: %s\n", fp8->description().c_str());
+  fp8->SetTimer(CudaTimer::kTotal);
+  int replays = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (const std::vector<int>& lens : {std::vector<int>{1},
+                                         {9},
+                                         {64, 3, 17},
+                                         {512, 200, 2, 130},
+                                         std::vector<int>(40, 50)}) {
+      const TokenBatch b = RandomBatch(lens, vocab_, lens.size());
+      const auto r8 = EncodeRows(*fp8, b, dim_);
+      replays += fp8->LastTimings().graph;
+      const double c = MinRowCosine(r8, EncodeRows(*fp16, b, dim_), dim_);
+      std::printf("%zu sequences, longest %d: min cosine fp8-fp16 %.7f\n",
+                  lens.size(), *std::max_element(lens.begin(), lens.end()), c);
+      EXPECT_GE(c, 0.999);
+      EXPECT_EQ(MaxAbsDiff(r8, EncodeRows(*fp8_direct, b, dim_)), 0.0);
+    }
+  }
+  EXPECT_GE(replays, 3);  // round 2's small batches replay graphs
+  EXPECT_EQ(fp8->description().find("fp8 off"), std::string::npos)
+      << fp8->description();
+  fp8->SetTimer(CudaTimer::kPhases);
+  EncodeRows(*fp8, RandomBatch(std::vector<int>(64, 100), vocab_, 5), dim_);
+  EXPECT_EQ(fp8->LastTimings().phases_ms.size(), 7u);
+  // FP8 needs the fused path.
+  fp8_opt.fused = false;
+  EXPECT_FALSE(model_->NewCudaEncoder(fp8_opt).ok());
 }
 
 // The phase timer: seven phases that add up to the total, results unchanged

@@ -8,6 +8,7 @@
 #define ZEROVEC_EMBED_CUDA_KERNELS_CUH_
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -35,10 +36,9 @@ __device__ __forceinline__ float WarpMax(float v) {
 }
 
 // LayerNorm of the row held in v (element lane + 32k), stored as half to out.
-__device__ __forceinline__ void WarpLayerNormStore(float (&v)[kLnPerLane],
-                                                   int h, const float* gamma,
-                                                   const float* beta, float eps,
-                                                   half* out) {
+__device__ __forceinline__ void WarpLayerNormStore(
+    float (&v)[kLnPerLane], int h, const float* gamma, const float* beta,
+    float eps, half* out, __nv_fp8_e4m3* out8 = nullptr, float q8 = 1.f) {
   const int lane = threadIdx.x & 31;
   float sum = 0;
 #pragma unroll
@@ -53,8 +53,11 @@ __device__ __forceinline__ void WarpLayerNormStore(float (&v)[kLnPerLane],
 #pragma unroll
   for (int k = 0; k < kLnPerLane; ++k) {
     const int i = lane + 32 * k;
-    if (i < h)
-      out[i] = __float2half_rn((v[k] - mean) * inv * gamma[i] + beta[i]);
+    if (i < h) {
+      const float y = (v[k] - mean) * inv * gamma[i] + beta[i];
+      out[i] = __float2half_rn(y);
+      if (out8) out8[i] = __nv_fp8_e4m3(y * q8);  // saturating
+    }
   }
 }
 
@@ -63,7 +66,9 @@ __global__ void EmbedLayerNormKernel(const int* ids, const int* pos, int tokens,
                                      int h, const float* word,
                                      const float* position, const float* type0,
                                      const float* gamma, const float* beta,
-                                     float eps, half* x) {
+                                     float eps, half* x,
+                                     __nv_fp8_e4m3* x8 = nullptr,
+                                     float q8 = 1.f) {
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= tokens) return;
   const int lane = threadIdx.x & 31;
@@ -75,7 +80,8 @@ __global__ void EmbedLayerNormKernel(const int* ids, const int* pos, int tokens,
     const int i = lane + 32 * k;
     v[k] = i < h ? w[i] + p[i] + type0[i] : 0.f;
   }
-  WarpLayerNormStore(v, h, gamma, beta, eps, x + static_cast<size_t>(t) * h);
+  WarpLayerNormStore(v, h, gamma, beta, eps, x + static_cast<size_t>(t) * h,
+                     x8 ? x8 + static_cast<size_t>(t) * h : nullptr, q8);
 }
 
 // One warp per token: x = LayerNorm(x + y + bias); y is a GEMM output without
@@ -99,12 +105,13 @@ __global__ void BiasResidualLayerNormKernel(half* x, const half* y, int tokens,
 }
 
 // BiasResidualLayerNormKernel with half2 loads and stores (h even): one warp
-// per token, x = LayerNorm(x + y + bias). The fused path's LayerNorm.
-__global__ void BiasResidualLayerNormVecKernel(half* x, const half* y,
-                                               int tokens, int h,
-                                               const float* bias,
-                                               const float* gamma,
-                                               const float* beta, float eps) {
+// per token, x = LayerNorm(x + y + bias). The fused path's LayerNorm. With
+// x8 (the FP8 path) it also writes the row times q8 as e4m3 (saturating), the
+// next GEMM's input.
+__global__ void BiasResidualLayerNormVecKernel(
+    half* x, const half* y, int tokens, int h, const float* bias,
+    const float* gamma, const float* beta, float eps,
+    __nv_fp8_e4m3* x8 = nullptr, float q8 = 1.f) {
   constexpr int kPairs = kMaxHidden / 64;
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= tokens) return;
@@ -143,9 +150,26 @@ __global__ void BiasResidualLayerNormVecKernel(half* x, const half* y,
     const int i = lane + 32 * k;
     if (i < hp) {
       const float2 g = g2[i], be = be2[i];
-      xr[i] = __floats2half2_rn((v[k].x - mean) * inv * g.x + be.x,
-                                (v[k].y - mean) * inv * g.y + be.y);
+      const float2 o = make_float2((v[k].x - mean) * inv * g.x + be.x,
+                                   (v[k].y - mean) * inv * g.y + be.y);
+      xr[i] = __floats2half2_rn(o.x, o.y);
+      if (x8) {
+        reinterpret_cast<__nv_fp8x2_e4m3*>(x8 + static_cast<size_t>(t) * h)[i] =
+            __nv_fp8x2_e4m3(make_float2(o.x * q8, o.y * q8));
+      }
     }
+  }
+}
+
+// out = e4m3(in * q[0]) (saturating), two elements a thread: the FP8 path's
+// cast of the FFN-up output where cuBLASLt cannot write e4m3 itself.
+__global__ void CastE4m3Kernel(const half2* in, __nv_fp8x2_e4m3* out,
+                               size_t pairs, const float* q) {
+  const float s = *q;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < pairs;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const float2 v = __half22float2(in[i]);
+    out[i] = __nv_fp8x2_e4m3(make_float2(v.x * s, v.y * s));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "embed/cuda_encoder.h"
+#include "embed/cuda_fp8.cuh"
 #include "embed/cuda_kernels.cuh"
 #include "embed/cuda_util.cuh"
 
@@ -27,11 +29,13 @@ namespace {
 
 using cuda::DeviceBuffer;
 using cuda::GraphCache;
+using cuda::LtFp8Gemm;
 using cuda::LtGeluGemm;
 using cuda::PinnedBuffer;
 using kernels::BiasGeluKernel;
 using kernels::BiasResidualLayerNormKernel;
 using kernels::BiasResidualLayerNormVecKernel;
+using kernels::CastE4m3Kernel;
 using kernels::EmbedLayerNormKernel;
 using kernels::kPoolThreads;
 using kernels::LaunchAttention;
@@ -86,6 +90,7 @@ class CudaLaneEncoder : public CudaEncoder {
     if (stream_) cudaStreamSynchronize(stream_);
     graphs_.Clear();
     lt_.Destroy();
+    lt8_.Destroy();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -107,6 +112,12 @@ class CudaLaneEncoder : public CudaEncoder {
     if (opt_.fused) {
       ZV_RETURN_IF_ERROR(lt_.Init(workspace_.get(), kWorkspaceBytes));
     }
+    if (Fp8()) {
+      ZV_RETURN_IF_ERROR(
+          lt8_.Init(workspace_.get(), kWorkspaceBytes, opt_.fp8_fast_accum));
+      ZV_RETURN_IF_ERROR(x8_.Allocate(t * h));
+      ZV_RETURN_IF_ERROR(ffn8_.Allocate(t * c.intermediate_size));
+    }
     ZV_RETURN_IF_ERROR(x_.Allocate(t * h));
     ZV_RETURN_IF_ERROR(qkv_.Allocate(t * 3 * h));
     ZV_RETURN_IF_ERROR(ctx_.Allocate(t * h));
@@ -127,6 +138,9 @@ class CudaLaneEncoder : public CudaEncoder {
     std::string d = owner_->description() + ", " + opt_.ToString();
     if (!graph_note_.empty()) d += " (graphs off: " + graph_note_ + ")";
     if (!lt_note_.empty()) d += " (cublasLt GELU epilogue: " + lt_note_ + ")";
+    if (!fp8_note_.empty())
+      d += " (fp8 off for some shapes: " + fp8_note_ + ")";
+    if (!up_note_.empty()) d += " (fp8 FFN-up: " + up_note_ + ")";
     return d;
   }
 
@@ -185,6 +199,7 @@ class CudaLaneEncoder : public CudaEncoder {
   bool SmallBatch(int seqs) const {
     return opt_.small_batch > 0 && seqs <= opt_.small_batch;
   }
+  bool Fp8() const { return opt_.precision == CudaPrecision::kFp8; }
   bool GraphsOn() const {
     return opt_.graphs && opt_.max_graphs > 0 && graph_note_.empty();
   }
@@ -321,14 +336,17 @@ class CudaLaneEncoder : public CudaEncoder {
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    ZV_RETURN_IF_ERROR(PlanFp8(t));
     EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
         in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
-        m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get());
+        m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get(),
+        fp8_pass_ ? x8_.get() : nullptr, m_.emb_q8);
     ZV_CUDA_CHECK(cudaGetLastError());
     ZV_RETURN_IF_ERROR(Mark(mark, kEmbeddings));
     const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
     for (const DeviceLayer& l : m_.layers) {
-      ZV_RETURN_IF_ERROR(EncodeLayer(l, in, scale, mark));
+      ZV_RETURN_IF_ERROR(fp8_pass_ ? EncodeLayerFp8(l, in, scale, mark)
+                                   : EncodeLayer(l, in, scale, mark));
     }
     PoolNormalizeKernel<<<in.seqs, kPoolThreads, 0, stream_>>>(
         x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
@@ -365,6 +383,88 @@ class CudaLaneEncoder : public CudaEncoder {
     return Mark(mark, kFfnDownLn);
   }
 
+  // Sets fp8_pass_: this pass of t tokens runs the FP8 GEMMs. Plans them
+  // first (outside any capture: a captured shape has run, so was planned,
+  // before); a shape without an FP8 algorithm runs in fp16 and description()
+  // says why. The FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt
+  // can, else fp16 and a cast kernel follows (up_cast_, also noted).
+  Status PlanFp8(int t) {
+    fp8_pass_ = false;
+    if (!Fp8()) return OkStatus();
+    const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
+    Status up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
+    up_cast_ = false;
+    if (up.code() == StatusCode::kUnimplemented) {
+      const std::string why = up.message();
+      up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
+      up_cast_ = up.ok();
+      if (up_cast_) up_note_ = why + "; fp16 output and a cast kernel instead";
+    }
+    for (const Status& st :
+         {lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h), up,
+          lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f)}) {
+      if (st.ok()) continue;
+      if (st.code() != StatusCode::kUnimplemented) return st;
+      fp8_note_ = st.message();
+      return OkStatus();
+    }
+    fp8_pass_ = true;
+    return OkStatus();
+  }
+
+  // ffn8_ = e4m3(gelu(x8_ W_in^T + b_in) * q): in one GEMM, or a GEMM to
+  // ffn_ (fp16) and the cast kernel.
+  Status FfnUpFp8(const DeviceLayer& l, int t) {
+    const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
+    const float* s = l.scales8.get();
+    if (!up_cast_) {
+      return lt8_.RunGelu(x8_.get(), s + kUpX, l.ffn_in_w8.get(), s + kUpW,
+                          l.ffn_in_b_half.get(), s + kUpOutQ, ffn8_.get(),
+                          ffn_.get(), t, f, h, stream_);
+    }
+    ZV_RETURN_IF_ERROR(lt8_.RunGelu16(x8_.get(), s + kUpX, l.ffn_in_w8.get(),
+                                      s + kUpW, l.ffn_in_b_half.get(),
+                                      ffn_.get(), t, f, h, stream_));
+    const size_t pairs = size_t(t) * f / 2;
+    const int blocks =
+        static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
+    CastE4m3Kernel<<<blocks, 256, 0, stream_>>>(
+        reinterpret_cast<const half2*>(ffn_.get()),
+        reinterpret_cast<__nv_fp8x2_e4m3*>(ffn8_.get()), pairs, s + kUpOutQ);
+    ZV_CUDA_CHECK(cudaGetLastError());
+    return OkStatus();
+  }
+
+  // EncodeLayer with the FP8 GEMMs: x8_ holds x_ in e4m3 (written by the
+  // LayerNorm before), the FFN-up GEMM writes gelu(.) to ffn8_ in e4m3; the
+  // output projection (input: attention's fp16 output) stays fp16.
+  Status EncodeLayerFp8(const DeviceLayer& l, const StagedInputs& in,
+                        float scale, bool mark) {
+    const BertConfig& c = m_.config;
+    const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
+    const float* s = l.scales8.get();
+    ZV_RETURN_IF_ERROR(lt8_.Run(x8_.get(), s + kQkvX, l.qkv_w8.get(), s + kQkvW,
+                                qkv_.get(), t, 3 * h, h, stream_));
+    ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
+    ZV_RETURN_IF_ERROR(Attention(l.q_only_b.get(), in.offsets, in.seqs,
+                                 in.max_len, scale, /*kv_bias=*/false));
+    ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
+    ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
+    ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
+                                 l.ln1_b.get(), x8_.get(), l.ln1_q8));
+    ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
+    ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
+    ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
+    ZV_RETURN_IF_ERROR(lt8_.Run(ffn8_.get(), s + kDownX, l.ffn_out_w8.get(),
+                                s + kDownW, tmp_.get(), t, h, f, stream_));
+    // The last layer's output feeds only pooling: no e4m3 copy.
+    const bool last = &l == &m_.layers.back();
+    ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
+                                 l.ln2_b.get(), last ? nullptr : x8_.get(),
+                                 l.ln2_q8));
+    return Mark(mark, kFfnDownLn);
+  }
+
   // ffn_ = gelu(x_ W_in^T + b_in): one cuBLASLt GEMM with the GELU_BIAS
   // epilogue when fused and cuBLASLt has an algorithm for the shape, else the
   // cuBLAS GEMM and the erf bias+GELU kernel.
@@ -390,16 +490,18 @@ class CudaLaneEncoder : public CudaEncoder {
     return OkStatus();
   }
 
-  // x_ = LayerNorm(x_ + tmp_ + bias).
+  // x_ = LayerNorm(x_ + tmp_ + bias); with x8 (fused path only) also
+  // x8 = e4m3(x_ * q8).
   Status LayerNorm(int t, const float* bias, const float* gamma,
-                   const float* beta) {
+                   const float* beta, __nv_fp8_e4m3* x8 = nullptr,
+                   float q8 = 1.f) {
     const BertConfig& c = m_.config;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (opt_.fused) {
       BiasResidualLayerNormVecKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                       stream_>>>(x_.get(), tmp_.get(), t,
-                                                  c.hidden_size, bias, gamma,
-                                                  beta, c.layer_norm_eps);
+                                       stream_>>>(
+          x_.get(), tmp_.get(), t, c.hidden_size, bias, gamma, beta,
+          c.layer_norm_eps, x8, q8);
     } else {
       BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
                                     stream_>>>(x_.get(), tmp_.get(), t,
@@ -485,6 +587,12 @@ class CudaLaneEncoder : public CudaEncoder {
   DeviceBuffer<char> workspace_;
   LtGeluGemm lt_;
   std::string lt_note_;  // why the GELU epilogue is not used, if it is not
+  LtFp8Gemm lt8_;
+  std::string fp8_note_;   // why a shape ran in fp16 under kFp8
+  bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
+  bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
+  std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
+  DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;
   GraphCache graphs_;
   std::string graph_note_;  // set when a capture failed: graphs off
   DeviceBuffer<half> x_, qkv_, ctx_, tmp_, ffn_;

@@ -234,13 +234,27 @@ class EmbedderImpl : public Embedder {
       auto model = CudaModel::Create(ck_, max_tokens, options.cuda_device);
       if (model.ok()) {
         cuda_ = *std::move(model);
-        ZV_ASSIGN_OR_RETURN(auto encoder, cuda_->NewEncoder());
+        cuda_precision_ =
+            CudaPrecisionName(options.gpu_precision == GpuPrecision::kAuto
+                                  ? CudaEncoderOptions::FromEnv().precision
+                              : options.gpu_precision == GpuPrecision::kFp8
+                                  ? CudaPrecision::kFp8
+                                  : CudaPrecision::kFp16);
+        auto new_encoder = [&]() {
+          if (options.gpu_precision == GpuPrecision::kAuto) {
+            return cuda_->NewEncoder();
+          }
+          return cuda_->NewEncoder(options.gpu_precision == GpuPrecision::kFp8
+                                       ? CudaPrecision::kFp8
+                                       : CudaPrecision::kFp16);
+        };
+        ZV_ASSIGN_OR_RETURN(auto encoder, new_encoder());
         interactive_ =
             std::make_unique<Lane>(std::move(encoder), &tokenizer_, max_tokens);
         // Two bulk lanes, each on its own stream: one tokenizes and stages
         // its next job while the other's batch runs on the GPU.
         for (int i = 0; i < kCudaBulkLanes; ++i) {
-          ZV_ASSIGN_OR_RETURN(encoder, cuda_->NewEncoder());
+          ZV_ASSIGN_OR_RETURN(encoder, new_encoder());
           bulk_.push_back(std::make_unique<Lane>(std::move(encoder),
                                                  &tokenizer_, max_tokens));
         }
@@ -300,7 +314,7 @@ class EmbedderImpl : public Embedder {
 
   std::string device_description() const override {
 #ifdef ZEROVEC_WITH_CUDA
-    if (cuda_) return cuda_->description();
+    if (cuda_) return cuda_->description() + ", " + cuda_precision_ + " GEMMs";
 #endif
     return cpu_note_;
   }
@@ -420,6 +434,7 @@ class EmbedderImpl : public Embedder {
       cpu_note_;  // CPU description (and why not CUDA, where it was asked)
 #ifdef ZEROVEC_WITH_CUDA
   std::shared_ptr<CudaModel> cuda_;
+  std::string cuda_precision_;  // "fp16" or "fp8"
 #endif
   std::unique_ptr<Lane> interactive_;
   std::vector<std::unique_ptr<Lane>> bulk_;

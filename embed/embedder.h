@@ -32,6 +32,11 @@ enum class DevicePreference { kAuto, kCpu, kCuda };
 // kAuto.
 enum class CpuPrecision { kAuto, kFp32, kBf16 };
 
+// The CUDA encoder's GEMM inputs: fp16, or e4m3 (FP8) for the QKV and FFN
+// GEMMs (embed/cuda_encoder.h). kAuto: ZV_CUDA_PRECISION=fp16|fp8 from the
+// environment, else fp16.
+enum class GpuPrecision { kAuto, kFp16, kFp8 };
+
 struct EmbedderOptions {
   std::filesystem::path model_dir;
   DevicePreference device = DevicePreference::kAuto;
@@ -45,6 +50,7 @@ struct EmbedderOptions {
   // runs single-threaded inside it); 0: every core this process may use.
   int cpu_threads = 0;
   CpuPrecision cpu_precision = CpuPrecision::kAuto;
+  GpuPrecision gpu_precision = GpuPrecision::kAuto;
 };
 
 // OpenBLAS picks its kernels from the CPU's cpuid model and falls back to

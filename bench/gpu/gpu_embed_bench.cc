@@ -14,7 +14,8 @@
 // the non-graph pass), the cuBLAS fp16/bf16 GEMM ceiling, the encoder's vectors
 // against its old path (unfused, no graphs) in the same process, and the
 // tokenizer against the ids file. ZV_CUDA_* variables pick the encoder's path
-// (embed/cuda_encoder.h: CudaEncoderOptions::FromEnv).
+// (embed/cuda_encoder.h: CudaEncoderOptions::FromEnv), ZV_CUDA_PRECISION=fp8
+// its FP8 GEMMs; the precision is in the JSON ("precision", and every run's).
 // Every figure is a median of repeated runs after warm-up.
 //   gpu_embed_bench --model DIR --label NAME --texts FILE --out FILE.json
 //                   [--vectors-out FILE.json] [--batches 1,32,256,4096]
@@ -107,6 +108,7 @@ struct EncoderRig {
   float* out_rows = nullptr;
   size_t out_bytes = 0;
   std::vector<float*> rows;
+  std::string precision;  // "fp16" or "fp8"
 };
 
 std::vector<int> ParseBatches(Flags& args) {
@@ -231,6 +233,8 @@ EncoderRig CreateEncoder(std::shared_ptr<const ze::Checkpoint> ck,
   CHECK_OK(enc_or.status());
   rig.encoder = std::move(*enc_or);
   out["encoder_options"] = rig.encoder->options().ToString();
+  rig.precision = ze::CudaPrecisionName(rig.encoder->options().precision);
+  out["precision"] = rig.precision;
   rig.out_bytes = (size_t(max_batch) * h * 4 + 4095) / 4096 * 4096;
   rig.out_rows = static_cast<float*>(std::aligned_alloc(4096, rig.out_bytes));
   std::memset(rig.out_rows, 0, rig.out_bytes);
@@ -358,6 +362,7 @@ void MeasureEncodeRun(Corpus& corpus, const std::string& b, int B,
   const double wm = Median(wall), gm = Median(gpu);
   json rec = {
       {"impl", "zerovec-cuda"},
+      {"precision", rig.precision},
       {"bucket", b},
       {"batch", B},
       {"tokens", tokens},
@@ -376,10 +381,11 @@ void MeasureEncodeRun(Corpus& corpus, const std::string& b, int B,
   if (!phases.is_null()) rec["phases_ms"] = phases;
   out["runs"].push_back(rec);
   std::printf(
-      "%-6s B=%5d  encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f "
-      "sent/s, %5.1f TFLOP/s)\n",
-      b.c_str(), B, wm, B / (wm / 1e3), gm, B / (gm / 1e3),
-      flops / (gm / 1e3) / 1e12);
+      "%-6s B=%5d %s encode %9.3f ms (%9.0f sent/s)  gpu %9.3f ms (%9.0f "
+      "sent/s, %5.1f TFLOP/s, %4.1f %% of ceiling)\n",
+      b.c_str(), B, rig.precision.c_str(), wm, B / (wm / 1e3), gm,
+      B / (gm / 1e3), flops / (gm / 1e3) / 1e12,
+      100 * flops / (gm / 1e3) / 1e12 / ceiling);
   if (!phases.is_null()) {
     double sum = 0;
     std::string line;
