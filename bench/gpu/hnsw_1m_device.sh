@@ -14,7 +14,8 @@
 # There (carry .device-hnsw):
 #   bash bench/gpu/hnsw_1m_device.sh [DEADLINE_S=530]
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), STEPS (default
-# "synth bisect"; also "efc" (EFCS="64 200") and "real" with REAL=DIR holding
+# "synth bisect"; also "efc" (EFCS="64 200"), "realmake" (makes REAL from
+# .device-hnsw/passages.txt.xz on the GPU) and "real" with REAL=DIR holding
 # base.npy + queries.npy from bench/realembed). Logs and summary.txt in $OUT.
 set -uo pipefail
 T0=$(date +%s)
@@ -45,6 +46,18 @@ for s in ${STEPS:-synth bisect}; do
       step synth_1m 500 "$B/bin/index_bench" --rows="$ROWS" \
         --queries="$QUERIES" --flat_queries=50 --filter --efc="$EFC" \
         --threads="$T" ;;
+    realmake)
+      # The real-embedding set made in this call (needs a --cuda bundle
+      # holding //bench:embed_corpus_bench and .device-hnsw/passages.txt.xz,
+      # bench/gpu/pack_for_device.sh's passage file): bench/corpus passages
+      # embedded on the GPU by the checkout's zerovec-mini (256 wide).
+      [[ -f .device-hnsw/passages.txt.xz && -x $B/bin/embed_corpus_bench ]] ||
+        continue
+      REAL=${REAL:-/tmp/zvreal}
+      step realmake "${REALMAKE_S:-150}" env \
+        PASSAGES=.device-hnsw/passages.txt.xz EMBED="$B/bin/embed_corpus_bench" \
+        MODEL=models/zerovec-mini DEVICE="${REAL_DEVICE:-cuda}" \
+        bash bench/realembed/make_realembed.sh "$REAL" "$ROWS" "$QUERIES" ;;
     real)
       [[ -n ${REAL:-} ]] || continue
       step real 300 "$B/bin/index_bench" --base="$REAL/base.npy" \
