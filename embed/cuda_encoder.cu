@@ -62,15 +62,19 @@ struct DeviceLayer {
 
 // DeviceLayer::scales8: dequantization factors of the FP8 GEMMs' inputs
 // (weights w, activations x) and the FFN-up output's quantization factor.
+// Each scale sits 16 bytes from the next: cuBLASLt reads scale pointers with
+// vector loads on some algorithms, so they get the alignment a fresh
+// allocation has (a guess we do not depend on: the FP8 GEMMs are tried once
+// per shape before use, LtFp8Gemm::Launch).
 enum Fp8Scale {
-  kQkvW,
-  kQkvX,
-  kUpW,
-  kUpX,
-  kUpOutQ,
-  kDownW,
-  kDownX,
-  kFp8ScaleCount
+  kQkvW = 0,
+  kQkvX = 4,
+  kUpW = 8,
+  kUpX = 12,
+  kUpOutQ = 16,
+  kDownW = 20,
+  kDownX = 24,
+  kFp8ScaleCount = 28
 };
 
 Status UploadBytes(const void* host, size_t bytes, void* dev) {
@@ -154,7 +158,7 @@ struct CudaModel::Impl {
     for (size_t i = 0; i < layers.size(); ++i) {
       const LayerWeights& w = ck.layers[i];
       DeviceLayer& d = layers[i];
-      float s[kFp8ScaleCount];
+      float s[kFp8ScaleCount] = {};
       ZV_RETURN_IF_ERROR(UploadE4m3(w.qkv_w, d.qkv_w8, &s[kQkvW]));
       ZV_RETURN_IF_ERROR(UploadE4m3(w.ffn_in_w, d.ffn_in_w8, &s[kUpW]));
       ZV_RETURN_IF_ERROR(UploadE4m3(w.ffn_out_w, d.ffn_out_w8, &s[kDownW]));

@@ -128,11 +128,7 @@ class LtFp8Gemm {
     Plan* p = nullptr;
     ZV_RETURN_IF_ERROR(Find(Kind::kPlain, t, n, k, &p));
     ZV_RETURN_IF_ERROR(SetScales(*p, w_scale, x_scale, nullptr, nullptr));
-    const float one = 1.f, zero = 0.f;
-    ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &one, w, p->a, x, p->b, &zero, y,
-                                   p->c, y, p->d, &p->algo, workspace_,
-                                   workspace_bytes_, stream));
-    return OkStatus();
+    return Launch(*p, w, x, y, y, stream);
   }
 
   // kGeluFp16Out: y (fp16) = gelu(x_scale w_scale x w^T + bias).
@@ -143,11 +139,7 @@ class LtFp8Gemm {
     Plan* p = nullptr;
     ZV_RETURN_IF_ERROR(Find(Kind::kGeluFp16Out, t, n, k, &p));
     ZV_RETURN_IF_ERROR(SetScales(*p, w_scale, x_scale, nullptr, bias));
-    const float one = 1.f, zero = 0.f;
-    ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &one, w, p->a, x, p->b, &zero, y,
-                                   p->c, y, p->d, &p->algo, workspace_,
-                                   workspace_bytes_, stream));
-    return OkStatus();
+    return Launch(*p, w, x, y, y, stream);
   }
 
   // kGeluFp8Out: y (e4m3) = y_scale * gelu(x_scale w_scale x w^T + bias).
@@ -160,24 +152,63 @@ class LtFp8Gemm {
     Plan* p = nullptr;
     ZV_RETURN_IF_ERROR(Find(Kind::kGeluFp8Out, t, n, k, &p));
     ZV_RETURN_IF_ERROR(SetScales(*p, w_scale, x_scale, y_scale, bias));
-    const float one = 1.f, zero = 0.f;
-    ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p->op, &one, w, p->a, x, p->b, &zero,
-                                   c16, p->c, y, p->d, &p->algo, workspace_,
-                                   workspace_bytes_, stream));
-    return OkStatus();
+    return Launch(*p, w, x, c16, y, stream);
   }
 
  private:
+  static constexpr int kMaxCandidates = 8;
   struct Plan {
     Kind kind = Kind::kPlain;
     int t = 0, n = 0, k = 0;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+    // The heuristic's algorithms, best first; `algo` is the first that
+    // launched (tried: the launch was attempted). A plain array: nvcc 13.0's
+    // front end aborts (internal error) on a std::vector of them here.
+    cublasLtMatmulAlgo_t candidates[kMaxCandidates] = {};
+    int num_candidates = 0;
     cublasLtMatmulAlgo_t algo{};
+    bool tried = false;
     bool usable = false;
     std::string why;
   };
   static constexpr size_t kMaxPlans = 192;
+
+  // One matmul D = A B (+ C, beta 0) with the plan. The first launch of a plan
+  // walks its candidates: cuBLASLt can refuse at launch (NOT_SUPPORTED) an
+  // algorithm its heuristic offered (the first device run of this path did,
+  // for every shape), so a refused one is skipped and, when all are, the
+  // shape is marked unusable (Unimplemented; the caller runs it in fp16).
+  // Set CUBLASLT_LOG_LEVEL=1 to see cuBLASLt's reason.
+  Status Launch(Plan& p, const void* a, const void* b, const void* c, void* d,
+                cudaStream_t stream) {
+    const float one = 1.f, zero = 0.f;
+    if (p.tried) {
+      ZV_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &one, a, p.a, b, p.b, &zero, c,
+                                     p.c, d, p.d, &p.algo, workspace_,
+                                     workspace_bytes_, stream));
+      return OkStatus();
+    }
+    p.tried = true;
+    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < p.num_candidates; ++i) {
+      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
+      last = cublasLtMatmul(lt_, p.op, &one, a, p.a, b, p.b, &zero, c, p.c, d,
+                            p.d, &algo, workspace_, workspace_bytes_, stream);
+      if (last == CUBLAS_STATUS_SUCCESS) {
+        p.algo = algo;
+        return OkStatus();
+      }
+      if (last != CUBLAS_STATUS_NOT_SUPPORTED) break;
+    }
+    if (last != CUBLAS_STATUS_NOT_SUPPORTED) ZV_CUBLAS_CHECK(last);
+    p.usable = false;
+    p.why = "cublasLtMatmul refused all " +
+            std::to_string(p.num_candidates) + " FP8 algorithms for " +
+            std::to_string(p.n) + "x" + std::to_string(p.t) + "x" +
+            std::to_string(p.k) + " (NOT_SUPPORTED)";
+    return UnimplementedError(p.why);
+  }
 
   static void Release(Plan& p) {
     if (p.op) cublasLtMatmulDescDestroy(p.op);
@@ -276,21 +307,32 @@ class LtFp8Gemm {
         cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16F, p.n, p.t, p.n));
     ZV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
         &p.d, fp8_out ? CUDA_R_8F_E4M3 : CUDA_R_16F, p.n, p.t, p.n));
+    // FP8 needs the TN layout and 16-byte leading dimensions: say so plainly
+    // instead of letting cuBLASLt refuse without a reason.
+    if (p.k % 16 != 0 || p.n % 16 != 0) {
+      p.usable = false;
+      return OkStatus();
+    }
     cublasLtMatmulPreference_t pref = nullptr;
     ZV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = workspace_bytes_;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kMaxCandidates] = {};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS) {
       st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.d, pref,
-                                          1, &result, &found);
+                                          kMaxCandidates, results, &found);
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    p.usable = st == CUBLAS_STATUS_SUCCESS && found > 0 &&
-               result.state == CUBLAS_STATUS_SUCCESS;
-    if (p.usable) p.algo = result.algo;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      for (int i = 0; i < found; ++i) {
+        if (results[i].state == CUBLAS_STATUS_SUCCESS)
+          p.candidates[p.num_candidates++] = results[i].algo;
+      }
+    }
+    p.usable = p.num_candidates > 0;
+    if (p.usable) p.algo = p.candidates[0];
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
       ZV_CUBLAS_CHECK(st);
     }

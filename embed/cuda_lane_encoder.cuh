@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -383,32 +384,61 @@ class CudaLaneEncoder : public CudaEncoder {
     return Mark(mark, kFfnDownLn);
   }
 
-  // Sets fp8_pass_: this pass of t tokens runs the FP8 GEMMs. Plans them
-  // first (outside any capture: a captured shape has run, so was planned,
-  // before); a shape without an FP8 algorithm runs in fp16 and description()
-  // says why. The FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt
-  // can, else fp16 and a cast kernel follows (up_cast_, also noted).
+  // Sets fp8_pass_ (and up_cast_): whether this pass of t tokens runs the
+  // FP8 GEMMs. The first pass of a shape plans them and launches each once on
+  // this pass's own buffers (outside any capture: a captured shape has run
+  // before), because cuBLASLt may refuse at launch what its heuristic
+  // offered; the pass writes those buffers afresh afterwards. A shape without
+  // a working FP8 algorithm runs in fp16 and description() says why. The
+  // FFN-up GEMM writes e4m3 itself (kGeluFp8Out) where cuBLASLt can, else
+  // fp16 and a cast kernel follows (up_cast_, also noted).
   Status PlanFp8(int t) {
     fp8_pass_ = false;
     if (!Fp8()) return OkStatus();
+    if (auto it = fp8_shapes_.find(t); it != fp8_shapes_.end()) {
+      fp8_pass_ = (it->second & 1u) != 0;
+      up_cast_ = (it->second & 2u) != 0;
+      return OkStatus();
+    }
+    // A new shape inside a capture (only after the cache was cleared) runs in
+    // fp16 rather than capture the trial launches into the graph.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    ZV_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return OkStatus();
+    if (fp8_shapes_.size() >= 256) fp8_shapes_.clear();
     const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
-    Status up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
+    const DeviceLayer& l0 = m_.layers.front();
+    const float* s = l0.scales8.get();
     up_cast_ = false;
+    Status up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
+    if (up.ok()) up = FfnUpFp8(l0, t);
     if (up.code() == StatusCode::kUnimplemented) {
       const std::string why = up.message();
+      up_cast_ = true;
       up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
-      up_cast_ = up.ok();
-      if (up_cast_) up_note_ = why + "; fp16 output and a cast kernel instead";
+      if (up.ok()) up = FfnUpFp8(l0, t);
+      if (up.ok()) up_note_ = why + "; fp16 output and a cast kernel instead";
     }
-    for (const Status& st :
-         {lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h), up,
-          lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f)}) {
+    Status qkv = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h);
+    if (qkv.ok()) {
+      qkv = lt8_.Run(x8_.get(), s + kQkvX, l0.qkv_w8.get(), s + kQkvW,
+                     qkv_.get(), t, 3 * h, h, stream_);
+    }
+    Status down = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f);
+    if (down.ok()) {
+      down = lt8_.Run(ffn8_.get(), s + kDownX, l0.ffn_out_w8.get(), s + kDownW,
+                      tmp_.get(), t, h, f, stream_);
+    }
+    bool fp8 = true;
+    for (const Status& st : {qkv, up, down}) {
       if (st.ok()) continue;
       if (st.code() != StatusCode::kUnimplemented) return st;
       fp8_note_ = st.message();
-      return OkStatus();
+      fp8 = false;
+      break;
     }
-    fp8_pass_ = true;
+    fp8_shapes_[t] = (fp8 ? 1u : 0u) | (up_cast_ ? 2u : 0u);
+    fp8_pass_ = fp8;
     return OkStatus();
   }
 
@@ -590,6 +620,8 @@ class CudaLaneEncoder : public CudaEncoder {
   LtFp8Gemm lt8_;
   std::string fp8_note_;   // why a shape ran in fp16 under kFp8
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
+  // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
+  std::map<int, unsigned> fp8_shapes_;
   bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
   std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
   DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;

@@ -11,7 +11,9 @@
 #   Here:   tools/bundle.sh --cuda --out dist/zv-fp8 //embed:cuda_encoder_test \
 #             //bench/gpu:gpu_embed_bench
 #   There:  ZV_BUNDLE=dist/zv-fp8.tar.xz bash bench/gpu/fp8_device.sh
-# Writes $OUT/*.log, enc_*.json, vec_*.json, torch_vec_*.json, summary.md.
+# Leaves $OUT/summary.md, steps.md and fp8_all.tar.xz (every log and JSON: the
+# device tool brings back at most 8 files). CUBLASLT_LOG_LEVEL=1 on the FP8
+# steps: cuBLASLt prints why it refuses an algorithm.
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-290}
@@ -30,8 +32,8 @@ P1=$!
 python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge >/tmp/ck2.log 2>&1 &
 P2=$!
 
-STEP_GREP='PASSED|FAILED|SKIPPED|Failure|Expected|Which is|min cosine|fp8:|device:' \
-  STEP_LINES=40 step tests 90 "$R/run-test" cuda_encoder_test \
+STEP_GREP='PASSED|FAILED|SKIPPED|Failure|Expected|Which is|min cosine|fp8:|device:|cublasLt|\[cublasLt' \
+  STEP_LINES=40 step tests 90 env CUBLASLT_LOG_LEVEL=1 "$R/run-test" cuda_encoder_test \
   '--gtest_filter=*Fp8*:*Levers*:*MiniLmRandomAgrees*:*ZerovecMiniAgrees*'
 
 export STEP_GREP='GEMM ceiling|B= *(1|32|4096) |phases|encoder vs|WARNING|FATAL|fp8 off|cublasLt'
@@ -42,7 +44,7 @@ bench() { # bench MODEL_DIR LABEL PRECISION MAX_SECONDS (fp8fast: fp8 with
   # cuBLASLt's fast accumulation)
   local fast=0 prec=$3
   [[ $3 == fp8fast ]] && fast=1 prec=fp8
-  step "enc_$2_$3" "$4" env ZV_CUDA_PRECISION="$prec" ZV_CUDA_FP8_FAST_ACCUM=$fast \
+  step "enc_$2_$3" "$4" env ZV_CUDA_PRECISION="$prec" ZV_CUDA_FP8_FAST_ACCUM=$fast CUBLASLT_LOG_LEVEL=1 \
     "$R/gpu_embed_bench" --model "$1" --label "$2-$3" "${BENCH[@]}" \
     --out "$OUT/enc_$2_$3.json" --vectors-out "$OUT/vec_$2_$3.json"
 }
@@ -67,4 +69,6 @@ bench /tmp/minilm minilm fp8fast 50
 torchvec /tmp/minilm minilm fp8fast 40
 torchvec /tmp/minilm minilm fp16 40
 python3 bench/gpu/summarize_fp8.py "$OUT" | tee "$OUT/summary.md"
-echo "done t=$(el)s"
+echo "done t=$(el)s" | tee -a "$SUM"
+(cd "$OUT" && tar -cJf /tmp/fp8_all.tar.xz --exclude=summary.md --exclude=steps.md . &&
+  find . -type f ! -name summary.md ! -name steps.md -delete && mv /tmp/fp8_all.tar.xz .)
