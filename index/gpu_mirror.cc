@@ -343,7 +343,8 @@ Status GenerationMirror::SearchSplit(const float* queries, size_t nq,
   std::vector<Status> status(n, OkStatus());
   auto search = [&](int p) {
     const gpusearch::GpuMirror& part = *parts_[p].mirror;
-    if (part.rows() == 0) return;
+    // A part with no rows, or none the mask selects: nothing to find there.
+    if (part.rows() == 0 || (mask && !mask->parts[p])) return;
     status[p] =
         part.Search(queries, nq, top->k, mask ? mask->parts[p].get() : nullptr,
                     tops[p].dist.data(), tops[p].rows.data());
@@ -372,6 +373,10 @@ StatusOr<std::unique_ptr<MirrorMask>> GenerationMirror::UploadMask(
     return mask;
   }
   for (int p = 0; p < layout_.parts(); ++p) {
+    if (layout_.RowsIn(p, bitmap.limit()) == 0) {
+      mask->parts.push_back(nullptr);
+      continue;
+    }
     const std::vector<uint64_t> local =
         layout_.PartWords(bitmap.words().data(), bitmap.limit(), p);
     ZV_ASSIGN_OR_RETURN(auto m,
