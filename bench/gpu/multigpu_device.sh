@@ -39,7 +39,7 @@ tar -xJf "$BUNDLE_TAR" -C "$B" --strip-components=1 || {
   exit 1
 }
 SUM=$OUT/summary.txt
-STEP_GREP="PASSED|FAILED|SKIPPED|Failure|RESULT|split over|GPU search on|rows/s|encoders|answers|error"
+STEP_GREP="PASSED|FAILED|SKIPPED|Failure|RESULT|split over|GPU search on|rows/s|build: device|build: embedder|answers|error"
 STEP_LINES=40
 source "$(dirname "$0")/device_lib.sh"
 # The split path on one GPU needs a device listed twice.
@@ -55,7 +55,10 @@ tests() {
   "$B/bin/run-test" cuda_encoder_test --gtest_brief=1
   "$B/bin/run-test" gpu_serve_test --gtest_brief=1
 }
-step tests 100 tests
+# step runs its command under timeout: the shell functions go as `bash -c`.
+export B Z W
+export -f tests
+step tests 100 bash -c tests
 
 # DOCS texts: pairs of WordNet glosses from the demo corpus (~40 tokens).
 python3 - "$W/corpus.jsonl" "$DOCS" <<'PY'
@@ -94,7 +97,8 @@ builds() {
     echo "answers agree for \"$q\" (${ref:0:40}...)"
   done
 }
-step build 90 builds
+export -f builds
+step build 90 bash -c builds
 
 step search 95 "$B/bin/gpu_serve_bench" --zerovec "$Z" --rows "$ROWS" \
   --clients 1,16,64 --seconds "$SECS" --window-us 500 \
