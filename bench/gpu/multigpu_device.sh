@@ -24,7 +24,7 @@
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-285}
-DOCS=${DOCS:-200000}
+DOCS=${DOCS:-1000000}
 ROWS=${ROWS:-1000000}
 SECS=${SECS:-3}
 OUT=${OUT:-/tmp/multigpu_out}
@@ -60,7 +60,8 @@ export B Z W
 export -f tests
 step tests 100 bash -c tests
 
-# DOCS texts: pairs of WordNet glosses from the demo corpus (~40 tokens).
+# DOCS texts: pairs of WordNet glosses from the demo corpus (~40 tokens; 1M:
+# several seconds a build at the ~300k docs/s one H200 builds, bench/RESULTS.md).
 python3 - "$W/corpus.jsonl" "$DOCS" <<'PY'
 import json, sys
 glosses = [json.loads(l)["text"] for l in open("data/demo/corpus.jsonl") if l.strip()]
@@ -98,9 +99,9 @@ builds() {
   done
 }
 export -f builds
-step build 90 bash -c builds
+step build 95 bash -c builds
 
-step search 95 "$B/bin/gpu_serve_bench" --zerovec "$Z" --rows "$ROWS" \
+step search 90 "$B/bin/gpu_serve_bench" --zerovec "$Z" --rows "$ROWS" \
   --clients 1,16,64 --seconds "$SECS" --window-us 500 \
   --devices "-;cuda:0;all;cuda:0,cuda:0" --dir "$W/serve"
 echo "total $(el)s" | tee -a "$SUM"
