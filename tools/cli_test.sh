@@ -426,6 +426,32 @@ PY
   then echo "ok: --devices cpu,cpu answers \"$q\" as --device cpu"
   else echo "FAIL: --devices cpu,cpu vs --device cpu for \"$q\":"; cat a1 a2; failures=$((failures + 1)); fi
 done
+# serve --devices cpu,cpu: text queries embedded by either encoder answer as
+# the single-encoder attach does.
+rm -f port
+ZEROVEC_TESTING_REPEAT_DEVICES=1 "$ZEROVEC" serve --data d2 --model model --listen 127.0.0.1:0 \
+  --port-file port --devices cpu,cpu 2>serve.log &
+SERVER_PID=$!
+for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.1; done
+contains "serve names both encoders" serve.log "device 2 encoders: [cpu"
+for i in 1 2 3 4; do  # several requests: both encoders take some
+  "$ZEROVEC" query --server "127.0.0.1:$(cat port)" --collection many --text "fast train music" \
+    -k 5 --json >sq$i.json 2>err
+  check "query through serve --devices cpu,cpu ($i)" 0 $?
+done
+"$ZEROVEC" attach --data d1 --collection many --text "fast train music" -k 5 --json --model model \
+  --device cpu --quiet >a1 2>/dev/null
+if /usr/bin/python3 - a1 sq1.json sq4.json <<'PY'
+import json, sys
+ids = [[h["id"] for h in json.load(open(p))["hits"]] for p in sys.argv[1:]]
+sys.exit(0 if len(ids[0]) == 5 and all(i == ids[0] for i in ids) else 1)
+PY
+then echo "ok: serve --devices cpu,cpu answers as --device cpu"
+else echo "FAIL: serve --devices cpu,cpu answers:"; cat a1 sq1.json sq4.json; failures=$((failures + 1)); fi
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+SERVER_PID=""
+
 # Bad --devices values: usage errors (2) that say what is wrong.
 env -u ZEROVEC_TESTING_REPEAT_DEVICES "$ZEROVEC" build --data d3 --collection many --input many.jsonl \
   --model model --devices cpu,cpu 2>err
