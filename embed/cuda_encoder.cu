@@ -121,6 +121,9 @@ struct HostRange {
   size_t bytes = 0;
   char* device = nullptr;  // null: registration failed, rows here are staged
   bool device_memory = false;  // host == device: cudaMalloc'd, not pinned
+  // cudaHostRegister'd by this model (not by another model of the process
+  // that registered the same range first, issue 19): unregistered by it.
+  bool pinned_here = false;
 };
 
 struct CudaModel::Impl {
@@ -380,8 +383,15 @@ Status CudaModel::RegisterOutputMemory(void* data, size_t bytes) {
   }
   HostRange range{host, bytes, nullptr};
   ZV_CUDA_CHECK(cudaSetDevice(impl_->ordinal));
-  const cudaError_t err = cudaHostRegister(
+  cudaError_t err = cudaHostRegister(
       data, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  range.pinned_here = err == cudaSuccess;
+  if (err == cudaErrorHostMemoryAlreadyRegistered) {
+    // Another encoder of this process (one per GPU) pinned it, portably:
+    // this device maps it too.
+    cudaGetLastError();
+    err = cudaSuccess;
+  }
   if (err == cudaSuccess) {
     void* dev = nullptr;
     ZV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, data, 0));
@@ -421,7 +431,7 @@ void CudaModel::UnregisterOutputMemory(void* data) {
   auto& ranges = impl_->ranges;
   for (auto it = ranges.begin(); it != ranges.end(); ++it) {
     if (it->host == data) {
-      if (it->device && !it->device_memory) cudaHostUnregister(it->host);
+      if (it->pinned_here) cudaHostUnregister(it->host);
       ranges.erase(it);
       if (std::none_of(ranges.begin(), ranges.end(),
                        [](const HostRange& r) {

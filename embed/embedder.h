@@ -67,6 +67,16 @@ void UseFastBlasKernels(char** argv);
 StatusOr<EmbedderOptions> ParseDevice(const std::string& flag,
                                       EmbedderOptions options = {});
 
+// Parses a --devices value: "all" (every CUDA device present; the CPU when
+// there is none) or a comma-separated list of "cpu", "cuda" (cuda:0) and
+// "cuda:N", e.g. "cuda:0,cuda:1". One EmbedderOptions per device, each a copy
+// of `options` with the device set. A device listed twice is an error unless
+// the environment has ZEROVEC_TESTING_REPEAT_DEVICES=1 (tests run the
+// several-encoder path on one GPU, or on the CPU, with "cuda:0,cuda:0" or
+// "cpu,cpu").
+StatusOr<std::vector<EmbedderOptions>> ParseDevices(
+    const std::string& flag, EmbedderOptions options = {});
+
 // Where the bulk lanes' time went since the Embedder was made (for a build's
 // closing report: whether the encoder or what feeds it was the limit).
 struct LaneStats {
@@ -89,6 +99,17 @@ class Embedder {
 
   static StatusOr<std::unique_ptr<Embedder>> Create(
       const EmbedderOptions& options);
+  // One encoder per entry of `devices` (ParseDevices; each with its own
+  // streams, pinned buffers and lanes, the model's weights on each device),
+  // behind one Embedder (issue 19): every Submit / EmbedInto goes to the
+  // encoder with the fewest texts queued, a large one (512+ texts) is cut into
+  // pieces for several, and each encoder writes its rows straight to the
+  // caller's row pointers. Host output memory is registered with every
+  // encoder, device output memory with those on its device; bulk_stats() sums
+  // them; device_description() lists them. CPU entries with cpu_threads 0
+  // share the cores. One entry: exactly Create(devices[0]).
+  static StatusOr<std::unique_ptr<Embedder>> CreateMulti(
+      std::vector<EmbedderOptions> devices);
 
   virtual const ModelInfo& info() const = 0;
   // "cpu (openblas)" or "cuda:0 NVIDIA H200, sink=host-registered" etc.
@@ -96,6 +117,10 @@ class Embedder {
   // True when the encoder runs on a CUDA device.
   virtual bool on_cuda() const = 0;
   virtual LaneStats bulk_stats() const = 0;
+  // bulk_stats() of each encoder (one entry unless CreateMulti made several).
+  virtual std::vector<LaneStats> encoder_stats() const {
+    return {bulk_stats()};
+  }
 
   // Embeds texts[i] into out_rows[i] (each >= info().dim floats). Blocks until
   // done. With `report`, also says what was truncated.
@@ -145,7 +170,8 @@ class Embedder {
   }
   virtual void UnregisterOutputMemory(void* data) {}
 
-  // The CUDA device the encoder runs on; -1 on the CPU.
+  // The CUDA device the encoder runs on; -1 on the CPU (and for several
+  // encoders not all on one device).
   virtual int cuda_device() const { return -1; }
   // Declares memory of that device (cudaMalloc'd, e.g. a GPU search mirror's
   // rows or a query buffer) that output rows may point into, so vectors

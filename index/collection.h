@@ -335,6 +335,15 @@ class Collection {
 struct GpuSearchOptions {
   bool enabled = false;
   int device = 0;
+  // Several devices (issue 19): each collection's mirror is split over them
+  // in row stripes (dealt round-robin, so appends stay balanced), each part
+  // with its own budget of `memory_bytes` on its device; a search runs on
+  // every part at once and the parts' top-k lists are merged on the host.
+  // Empty or one entry: the single-device mirror on `device` (or devices[0]).
+  // A device may repeat (tests split over cuda:0,cuda:0).
+  std::vector<int> devices;
+  // Rows per stripe of a split mirror; 0: 65,536. A multiple of 64.
+  uint64_t stripe_rows = 0;
   // Budget for all mirrors (rows, room to grow, search scratch); 0: 80 % of
   // the device's free memory when the database opens.
   uint64_t memory_bytes = 0;

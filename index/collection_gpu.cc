@@ -8,9 +8,12 @@
 
 namespace zv::index {
 
-void CollectionImpl::EnableGpu(std::shared_ptr<GpuBudget> budget) {
+void CollectionImpl::EnableGpu(std::vector<std::shared_ptr<GpuBudget>> budgets,
+                               uint64_t stripe_rows) {
   std::lock_guard<std::mutex> writer_lock(write_mu_);
-  gpu_ = std::move(budget);
+  gpu_parts_ = std::move(budgets);
+  gpu_ = gpu_parts_.empty() ? nullptr : gpu_parts_.front();
+  gpu_stripe_rows_ = stripe_rows;
   if (dropped_ || !g_) return;
   BuildMirror(g_.get());
 }
@@ -18,7 +21,10 @@ void CollectionImpl::EnableGpu(std::shared_ptr<GpuBudget> budget) {
 void CollectionImpl::BuildMirror(Generation* g) {
   if (!gpu_) return;
   const auto start = std::chrono::steady_clock::now();
-  auto built = GenerationMirror::Build(gpu_, *g->writer);
+  auto built =
+      gpu_parts_.size() == 1
+          ? GenerationMirror::Build(gpu_, *g->writer)
+          : GenerationMirror::Build(gpu_parts_, *g->writer, gpu_stripe_rows_);
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

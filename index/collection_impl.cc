@@ -323,7 +323,8 @@ Status CollectionImpl::UpsertLocked(std::span<const Record> records,
     }
   } forget_staged{g};
   DeviceRowTargets device;
-  if (g.mirror) {
+  const bool stage = g.mirror && g.mirror->can_stage();
+  if (stage) {
     device.cuda_device = g.mirror->device();
     device.row_stride = g.mirror->row_stride();
     device.stage = [&g, first, n]() -> StatusOr<std::vector<float*>> {
@@ -335,7 +336,7 @@ Status CollectionImpl::UpsertLocked(std::span<const Record> records,
       return out;
     };
   }
-  ZV_RETURN_IF_ERROR(fill(rows, g.mirror ? &device : nullptr));
+  ZV_RETURN_IF_ERROR(fill(rows, stage ? &device : nullptr));
   ZV_RETURN_IF_ERROR(CopyBackDeviceRows(g, device, rows));
   for (uint64_t i = 0; i < n; ++i) {
     if (check_rows) {

@@ -92,7 +92,10 @@ class CollectionImpl : public Collection {
   size_t IndexPieces() const;
   // Mirrors the collection on the GPU from now on, if it fits `budget`
   // (collection_gpu.cc); otherwise logs why and stays on the CPU.
-  void EnableGpu(std::shared_ptr<GpuBudget> budget);
+  // Several budgets: the mirror is split over their devices in stripes of
+  // `stripe_rows` rows (index/mirror_split.h).
+  void EnableGpu(std::vector<std::shared_ptr<GpuBudget>> budgets,
+                 uint64_t stripe_rows = kDefaultStripeRows);
   // Lexical documents re-indexed or removed by reconcile when this collection
   // opened (0: the index was in step), for tests.
   uint64_t lexical_repairs() const { return lexical_repairs_; }
@@ -189,6 +192,9 @@ class CollectionImpl : public Collection {
   IndexKind kind_;
   AnnSearchParams ann_params_;
   std::shared_ptr<GpuBudget> gpu_;  // set once by EnableGpu, before serving
+  // Every device's budget (gpu_ is the first); several: a split mirror.
+  std::vector<std::shared_ptr<GpuBudget>> gpu_parts_;
+  uint64_t gpu_stripe_rows_ = kDefaultStripeRows;
   mutable std::atomic<uint64_t> gpu_searches_{0};
   std::atomic<uint64_t> gpu_rows_from_device_{0};
   std::atomic<uint64_t> expired_swept_{0};

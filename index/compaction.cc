@@ -3,6 +3,7 @@
 // rows and ids) is the commit point; <root>/CURRENT follows it by atomic rename
 // for tools that read no RocksDB. Searches keep using the old generation until
 // the swap; attached readers see the old segment Retired() and re-attach.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -91,8 +92,13 @@ StatusOr<CompactionResult> CollectionImpl::Compact() {
   // thread builds them in the background.
   ZV_RETURN_IF_ERROR(OpenAnn(next.get()));
   if (next->ann) ZV_RETURN_IF_ERROR(next->ann->Save());
+  // (Per device: a split mirror charges each part about the same share.)
+  const uint64_t old_share =
+      old.mirror ? old.mirror->charged_bytes() / old.mirror->parts() : 0;
   if (gpu_ && old.mirror &&
-      gpu_->used_bytes() + old.mirror->charged_bytes() > gpu_->budget_bytes()) {
+      std::any_of(gpu_parts_.begin(), gpu_parts_.end(), [&](const auto& b) {
+        return b->used_bytes() + old_share > b->budget_bytes();
+      })) {
     // Both mirrors may not fit at once: the old one goes first (searches run
     // on the CPU until the switch).
     std::unique_lock<RwLock> l(mu_);

@@ -18,11 +18,14 @@ namespace {
 class DatabaseImpl : public Database {
  public:
   DatabaseImpl(std::filesystem::path data_dir, std::shared_ptr<MetaStore> store,
-               std::optional<std::string> group, std::shared_ptr<GpuBudget> gpu)
+               std::optional<std::string> group,
+               std::vector<std::shared_ptr<GpuBudget>> gpu,
+               uint64_t stripe_rows)
       : data_dir_(std::move(data_dir)),
         store_(std::move(store)),
         group_(std::move(group)),
-        gpu_(std::move(gpu)) {}
+        gpu_(std::move(gpu)),
+        stripe_rows_(stripe_rows) {}
 
   Status LoadCollections() {
     ZV_ASSIGN_OR_RETURN(auto metas, store_->ListCollections());
@@ -32,7 +35,7 @@ class DatabaseImpl : public Database {
       if (group_ && !meta.options.group) meta.options.group = group_;
       ZV_ASSIGN_OR_RETURN(auto c,
                           CollectionImpl::Open(store_, Root(meta.name), meta));
-      if (gpu_) c->EnableGpu(gpu_);
+      if (!gpu_.empty()) c->EnableGpu(gpu_, stripe_rows_);
       collections_.emplace(meta.name, std::move(c));
     }
     // Folders without a catalog entry are creates or drops that crashed
@@ -78,7 +81,7 @@ class DatabaseImpl : public Database {
     if (!o.group) o.group = group_;
     ZV_ASSIGN_OR_RETURN(
         auto c, CollectionImpl::Create(store_, Root(name), name, o, kind));
-    if (gpu_) c->EnableGpu(gpu_);
+    if (!gpu_.empty()) c->EnableGpu(gpu_, stripe_rows_);
     collections_.emplace(name, c);
     return std::shared_ptr<Collection>(c);
   }
@@ -122,7 +125,9 @@ class DatabaseImpl : public Database {
   std::filesystem::path data_dir_;
   std::shared_ptr<MetaStore> store_;
   std::optional<std::string> group_;
-  std::shared_ptr<GpuBudget> gpu_;  // null: no GPU search
+  // One budget per device a mirror is split over; empty: no GPU search.
+  std::vector<std::shared_ptr<GpuBudget>> gpu_;
+  uint64_t stripe_rows_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<CollectionImpl>> collections_;
 };
@@ -149,11 +154,17 @@ Status ShareTree(const std::filesystem::path& data_dir, gid_t gid) {
 
 StatusOr<std::unique_ptr<Database>> Database::Open(
     const std::filesystem::path& data_dir, const DatabaseOptions& options) {
-  std::shared_ptr<GpuBudget> gpu;
+  std::vector<std::shared_ptr<GpuBudget>> gpu;
+  const uint64_t stripe_rows = options.gpu.stripe_rows == 0
+                                   ? kDefaultStripeRows
+                                   : options.gpu.stripe_rows;
   if (options.gpu.enabled) {
-    ZV_ASSIGN_OR_RETURN(gpu, GpuBudget::Create(options.gpu));
-    gpu->Log("GPU search on cuda:" + std::to_string(gpu->device()) + ", " +
-             std::to_string(gpu->budget_bytes() >> 20) + " MiB budget");
+    ZV_ASSIGN_OR_RETURN(gpu, CreateGpuBudgets(options.gpu));
+    if (stripe_rows % 64 != 0) {
+      return InvalidArgumentError(
+          "gpu.stripe_rows: " + std::to_string(stripe_rows) +
+          " is not a multiple of 64");
+    }
   }
   std::optional<gid_t> gid;
   if (options.group) {
@@ -185,8 +196,8 @@ StatusOr<std::unique_ptr<Database>> Database::Open(
   // Files RocksDB made while opening (LOG, OPTIONS, MANIFEST) and the ingest
   // dir: inherit the group already; make sure of their modes.
   if (gid) ZV_RETURN_IF_ERROR(ShareTree(data_dir / "meta", *gid));
-  auto db = std::make_unique<DatabaseImpl>(data_dir, std::move(store),
-                                           options.group, std::move(gpu));
+  auto db = std::make_unique<DatabaseImpl>(
+      data_dir, std::move(store), options.group, std::move(gpu), stripe_rows);
   ZV_RETURN_IF_ERROR(db->LoadCollections());
   return std::unique_ptr<Database>(std::move(db));
 }

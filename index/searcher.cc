@@ -28,7 +28,7 @@ bool UnderFilled(const TopK& top, uint64_t available) {
 // Exact on the GPU when the rows are mirrored there; false (top untouched)
 // sends the search to the CPU, also when the GPU search fails.
 bool SearchOnGpu(const SearchContext& ctx, const float* q, size_t nq,
-                 const SearchOptions& options, const gpusearch::GpuMask* mask,
+                 const SearchOptions& options, const MirrorMask* mask,
                  TopK* top) {
   if (ctx.gpu == nullptr || ctx.gpu->rows() != ctx.rows) return false;
   const float* device_q =
@@ -177,8 +177,8 @@ struct Qualifying {
   // then if only a cached mask stood for it).
   bool TryGpu(const float* q, size_t nq, TopK* top) {
     if (!on_gpu_) return false;
-    const gpusearch::GpuMask* mask = cached_ ? cached_->mask.get() : nullptr;
-    std::unique_ptr<gpusearch::GpuMask> once;
+    const MirrorMask* mask = cached_ ? cached_->mask.get() : nullptr;
+    std::unique_ptr<MirrorMask> once;
     if (mask == nullptr && bitmap) {
       if (!key_.empty()) {
         auto added = ctx_.gpu->AddMask(key_, ctx_.rows,

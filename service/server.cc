@@ -169,16 +169,21 @@ Status GpuOptionsOf(const ServerOptions& options,
   if (gpu.batch_window.count() < 0) {
     return InvalidArgumentError("gpu.batch_window: must be >= 0");
   }
-  if (gpu.memory_auto &&
-      (!gpusearch::BuiltWithCuda() || gpu.device >= gpusearch::DeviceCount())) {
-    Log(options, std::string("GPU search off (--gpu-memory auto): ") +
-                     (gpusearch::BuiltWithCuda()
-                          ? "no CUDA device " + std::to_string(gpu.device)
-                          : "built without CUDA"));
-    return OkStatus();
+  const std::vector<int> devices =
+      gpu.devices.empty() ? std::vector<int>{gpu.device} : gpu.devices;
+  for (int d : devices) {
+    if (gpu.memory_auto &&
+        (!gpusearch::BuiltWithCuda() || d >= gpusearch::DeviceCount())) {
+      Log(options, std::string("GPU search off (--gpu-memory auto): ") +
+                       (gpusearch::BuiltWithCuda()
+                            ? "no CUDA device " + std::to_string(d)
+                            : "built without CUDA"));
+      return OkStatus();
+    }
   }
   out->enabled = true;
-  out->device = gpu.device;
+  out->device = devices[0];
+  out->devices = gpu.devices;
   out->memory_bytes = gpu.memory_auto ? 0 : gpu.memory_bytes;
   out->log = options.log;
   return OkStatus();
@@ -197,11 +202,19 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   std::unique_ptr<embed::Embedder> embedder;
   if (!options.model_dir.empty()) {
-    ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions eo,
-                        embed::ParseDevice(options.device));
-    eo.model_dir = options.model_dir;
-    eo.cpu_threads = options.cpu_threads;
-    auto created = embed::Embedder::Create(eo);
+    std::vector<embed::EmbedderOptions> devices;
+    if (options.devices.empty()) {
+      ZV_ASSIGN_OR_RETURN(embed::EmbedderOptions eo,
+                          embed::ParseDevice(options.device));
+      devices.push_back(eo);
+    } else {
+      ZV_ASSIGN_OR_RETURN(devices, embed::ParseDevices(options.devices));
+    }
+    for (embed::EmbedderOptions& eo : devices) {
+      eo.model_dir = options.model_dir;
+      eo.cpu_threads = options.cpu_threads;
+    }
+    auto created = embed::Embedder::CreateMulti(std::move(devices));
     if (!created.ok())
       return created.status().WithContext("model " +
                                           options.model_dir.string());

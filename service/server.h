@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "index/collection.h"
@@ -46,6 +47,9 @@ struct GpuServing {
   bool memory_auto = false;
   uint64_t memory_bytes = 0;
   int device = 0;
+  // Several devices (serve --devices, issue 19): each mirror split over them
+  // (index::GpuSearchOptions::devices); empty: `device` alone.
+  std::vector<int> devices;
   // Concurrent searches of one mirrored collection with the same k and filter
   // wait up to this long to run as one GPU batch (only while a batch of
   // theirs is running). 0: each runs on its own.
@@ -74,6 +78,9 @@ struct ServerOptions {
   // "auto", "cpu", "cuda" or "cuda:N" (embed::ParseDevice). auto: CUDA when
   // this build has it and a GPU is present, else the CPU.
   std::string device = "auto";
+  // Set: one encoder per device of this list (embed::ParseDevices: "all",
+  // "cuda:0,cuda:1", ...), requests spread over them; `device` is unused.
+  std::string devices;
   // Threads of the CPU encoder (embed::EmbedderOptions::cpu_threads); 0: all
   // cores this process may use.
   int cpu_threads = 0;

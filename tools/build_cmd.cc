@@ -73,7 +73,7 @@ struct BuildPlan {
   int64_t batch = 0;
   int64_t in_flight = kDefaultChunksInFlight;
   InputKind kind = InputKind::kJsonl;
-  embed::EmbedderOptions device;
+  std::vector<embed::EmbedderOptions> devices;  // one encoder each
   bool vector_file = false;
   std::string model = "none";
   bool chunk_long = false;
@@ -96,11 +96,11 @@ StatusOr<BuildPlan> PlanBuild(const Flags& flags,
                       flags.GetInt("inflight", kDefaultChunksInFlight, 1, 256));
   ZV_ASSIGN_OR_RETURN(p.kind,
                       InputKindOf(p.input, flags.Get("format", "auto")));
-  ZV_ASSIGN_OR_RETURN(p.device,
-                      embed::ParseDevice(flags.Get("device", "auto")));
+  ZV_ASSIGN_OR_RETURN(const DeviceChoice choice, ParseDeviceFlags(flags));
+  p.devices = choice.devices;
   ZV_ASSIGN_OR_RETURN(const int64_t threads,
                       flags.GetInt("threads", 0, 0, 4096));
-  p.device.cpu_threads = static_cast<int>(threads);
+  for (auto& d : p.devices) d.cpu_threads = static_cast<int>(threads);
   p.vector_file = p.kind == InputKind::kNpy || p.kind == InputKind::kFvecs;
   if (flags.Has("ids") && !p.vector_file) {
     return InvalidArgumentError("--ids: only with .npy or .fvecs input");
@@ -274,8 +274,8 @@ Status Build(const Flags& flags, BuildStats* stats,
 
   std::unique_ptr<embed::Embedder> embedder;
   if (p.model != "none") {
-    p.device.model_dir = p.model;
-    auto created = embed::Embedder::Create(p.device);
+    for (auto& d : p.devices) d.model_dir = p.model;
+    auto created = embed::Embedder::CreateMulti(p.devices);
     if (!created.ok())
       return NotUsage(created.status().WithContext("model " + p.model));
     embedder = std::move(created).value();
@@ -328,11 +328,11 @@ int Fail(const std::string& command, const Status& s, bool usage) {
 }
 
 int RunBuild(const std::vector<std::string>& args) {
-  auto flags =
-      Flags::Parse(args,
-                   {"data", "collection", "input", "model", "index", "batch",
-                    "format", "device", "ids", "inflight", "group", "threads"},
-                   {"chunk-long-texts", "lexical"});
+  auto flags = Flags::Parse(
+      args,
+      {"data", "collection", "input", "model", "index", "batch", "format",
+       "device", "devices", "ids", "inflight", "group", "threads"},
+      {"chunk-long-texts", "lexical"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;
   std::string name;

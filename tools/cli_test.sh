@@ -392,6 +392,91 @@ kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=""
 
+# --devices (issue 19): two CPU encoders (a device may repeat only under
+# ZEROVEC_TESTING_REPEAT_DEVICES=1) build what one does: same answers. 700
+# texts, so a chunk is split over both encoders.
+/usr/bin/python3 - <<'PY'
+import json
+words = "cat dog river city fire water train music sun moon tree green red blue fast".split()
+with open("many.jsonl", "w") as f:
+    for i in range(700):
+        text = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 9))
+        f.write(json.dumps({"id": "m%d" % i, "text": text}) + "\n")
+PY
+"$ZEROVEC" build --data d1 --collection many --input many.jsonl --model model --device cpu >out 2>err
+check "build --device cpu" 0 $?
+ZEROVEC_TESTING_REPEAT_DEVICES=1 "$ZEROVEC" build --data d2 --collection many --input many.jsonl \
+  --model model --devices cpu,cpu >out 2>err
+check "build --devices cpu,cpu" 0 $?
+contains "build --devices stored every row" out "stored 700 rows"
+contains "build names both encoders" err "device 2 encoders: [cpu"
+for q in "the cat and the dog" "fast train music" "blue water fire"; do
+  "$ZEROVEC" attach --data d1 --collection many --text "$q" -k 10 --json --model model --quiet >a1 2>/dev/null
+  "$ZEROVEC" attach --data d2 --collection many --text "$q" -k 10 --json --model model --quiet >a2 2>/dev/null
+  if /usr/bin/python3 - a1 a2 <<'PY'
+import json, sys
+def hits(path):
+    doc = json.load(open(path))
+    return [(h["id"], h["score"]) for h in (doc["hits"] if isinstance(doc, dict) else doc)]
+a, b = hits(sys.argv[1]), hits(sys.argv[2])
+ok = len(a) == 10 and len(a) == len(b) and all(
+    abs(x[1] - y[1]) < 1e-4 and (x[0] == y[0] or abs(x[1] - y[1]) < 1e-6) for x, y in zip(a, b))
+sys.exit(0 if ok else 1)
+PY
+  then echo "ok: --devices cpu,cpu answers \"$q\" as --device cpu"
+  else echo "FAIL: --devices cpu,cpu vs --device cpu for \"$q\":"; cat a1 a2; failures=$((failures + 1)); fi
+done
+# serve --devices cpu,cpu: text queries embedded by either encoder answer as
+# the single-encoder attach does.
+rm -f port
+ZEROVEC_TESTING_REPEAT_DEVICES=1 "$ZEROVEC" serve --data d2 --model model --listen 127.0.0.1:0 \
+  --port-file port --devices cpu,cpu 2>serve.log &
+SERVER_PID=$!
+for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.1; done
+contains "serve names both encoders" serve.log "device 2 encoders: [cpu"
+for i in 1 2 3 4; do  # several requests: both encoders take some
+  "$ZEROVEC" query --server "127.0.0.1:$(cat port)" --collection many --text "fast train music" \
+    -k 5 --json >sq$i.json 2>err
+  check "query through serve --devices cpu,cpu ($i)" 0 $?
+done
+"$ZEROVEC" attach --data d1 --collection many --text "fast train music" -k 5 --json --model model \
+  --device cpu --quiet >a1 2>/dev/null
+if /usr/bin/python3 - a1 sq1.json sq4.json <<'PY'
+import json, sys
+ids = [[h["id"] for h in json.load(open(p))["hits"]] for p in sys.argv[1:]]
+sys.exit(0 if len(ids[0]) == 5 and all(i == ids[0] for i in ids) else 1)
+PY
+then echo "ok: serve --devices cpu,cpu answers as --device cpu"
+else echo "FAIL: serve --devices cpu,cpu answers:"; cat a1 sq1.json sq4.json; failures=$((failures + 1)); fi
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+SERVER_PID=""
+
+# Bad --devices values: usage errors (2) that say what is wrong.
+env -u ZEROVEC_TESTING_REPEAT_DEVICES "$ZEROVEC" build --data d3 --collection many --input many.jsonl \
+  --model model --devices cpu,cpu 2>err
+check "build --devices cpu,cpu without the testing switch" 2 $?
+contains "repeat named" err "--devices: cpu is listed twice in \"cpu,cpu\""
+"$ZEROVEC" build --data d3 --collection many --input many.jsonl --model model --devices gpu0 2>err
+check "build --devices gpu0" 2 $?
+contains "bad device named" err "--devices: \"gpu0\" is not cpu or cuda:N (in \"gpu0\")"
+"$ZEROVEC" build --data d3 --collection many --input many.jsonl --model model --devices "cuda:0," 2>err
+check "build --devices with an empty entry" 2 $?
+contains "empty entry refused" err "--devices: expected \"all\" or a comma-separated list"
+"$ZEROVEC" build --data d3 --collection many --input many.jsonl --model model \
+  --device cpu --devices cuda:0,cuda:1 2>err
+check "build --device and --devices disagree" 2 $?
+contains "disagreement named" err "--device cpu and --devices cuda:0,cuda:1 disagree"
+"$ZEROVEC" serve --data d3 --model model --listen 127.0.0.1:0 --devices cuda:0,,cuda:1 2>err
+check "serve --devices with an empty entry" 2 $?
+"$ZEROVEC" serve --data d3 --model model --listen 127.0.0.1:0 --devices cuda:0,cuda:1 \
+  --gpu-device 3 --gpu-memory 1G 2>err
+check "serve --gpu-device outside --devices" 2 $?
+contains "gpu-device outside named" err "--gpu-device 3 is not one of --devices cuda:0,cuda:1"
+# --devices all: every GPU, or the CPU where there is none.
+"$ZEROVEC" build --data d4 --collection many --input corpus.jsonl --model model --devices all >out 2>err
+check "build --devices all" 0 $?
+
 # --version / version.
 for v in --version version; do
   "$ZEROVEC" $v >out 2>err

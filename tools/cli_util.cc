@@ -392,4 +392,44 @@ Status RpcError(const std::string& server, int code,
       message);
 }
 
+std::vector<int> DeviceChoice::CudaDevices() const {
+  std::vector<int> out;
+  for (const embed::EmbedderOptions& o : devices) {
+    if (o.device == embed::DevicePreference::kCuda) {
+      out.push_back(o.cuda_device);
+    }
+  }
+  return out;
+}
+
+StatusOr<DeviceChoice> ParseDeviceFlags(const Flags& flags) {
+  DeviceChoice choice;
+  const std::string device_flag = flags.Get("device", "auto");
+  ZV_ASSIGN_OR_RETURN(const embed::EmbedderOptions one,
+                      embed::ParseDevice(device_flag));
+  if (!flags.Has("devices")) {
+    choice.devices.push_back(one);
+    return choice;
+  }
+  choice.from_devices = true;
+  choice.devices_flag = flags.Get("devices");
+  ZV_ASSIGN_OR_RETURN(choice.devices, embed::ParseDevices(choice.devices_flag));
+  if (flags.Has("device") && one.device != embed::DevicePreference::kAuto) {
+    const bool listed =
+        std::any_of(choice.devices.begin(), choice.devices.end(),
+                    [&](const embed::EmbedderOptions& o) {
+                      return o.device == one.device &&
+                             (o.device != embed::DevicePreference::kCuda ||
+                              o.cuda_device == one.cuda_device);
+                    });
+    if (!listed) {
+      return InvalidArgumentError(
+          "--device " + device_flag + " and --devices " + choice.devices_flag +
+          " disagree: give --devices alone (it wins over a --device that "
+          "names one of its devices)");
+    }
+  }
+  return choice;
+}
+
 }  // namespace zv::tools

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "embed/embedder.h"
 #include "index/collection.h"
 
 namespace zv::tools {
@@ -63,6 +64,19 @@ inline constexpr char kModelEnv[] = "ZEROVEC_MODEL";
 // or Bazel runfiles / the workspace), else ./models/zerovec-mini. Not found:
 // FAILED_PRECONDITION naming every place it looked, never a silent "none".
 StatusOr<std::string> ResolveModelDir(const Flags& flags);
+
+// --device / --devices (build, serve): where text is embedded. --devices
+// (embed::ParseDevices: "all" or "cuda:0,cuda:1", ...) wins; --device alone
+// is one device as before. Both given: --device must be auto or one of
+// --devices' devices, else a usage error naming both.
+struct DeviceChoice {
+  bool from_devices = false;                    // --devices was given
+  std::string devices_flag;                     // its value
+  std::vector<embed::EmbedderOptions> devices;  // one per encoder
+  // The CUDA ordinals among `devices`, in order (repeats kept).
+  std::vector<int> CudaDevices() const;
+};
+StatusOr<DeviceChoice> ParseDeviceFlags(const Flags& flags);
 
 // Opening <data>/meta failed with `s`. RocksDB's "lock file" error (another
 // process holds the data dir) becomes a FAILED_PRECONDITION naming the holder's

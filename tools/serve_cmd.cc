@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -123,7 +124,8 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
   options->data_dir = flags.Get("data", kDefaultData);
   options->listen = flags.Get("listen", kDefaultListen);
   options->device = flags.Get("device", "auto");
-  ZV_RETURN_IF_ERROR(embed::ParseDevice(options->device).status());
+  ZV_ASSIGN_OR_RETURN(const DeviceChoice devices, ParseDeviceFlags(flags));
+  if (devices.from_devices) options->devices = devices.devices_flag;
   ZV_ASSIGN_OR_RETURN(const int64_t threads,
                       flags.GetInt("threads", 0, 0, 4096));
   options->cpu_threads = static_cast<int>(threads);
@@ -156,6 +158,21 @@ Status ParseServeFlags(const Flags& flags, service::ServerOptions* options,
                       86'400'000));
   options->sweep_interval = std::chrono::milliseconds(v);
   ZV_RETURN_IF_ERROR(ParseGpuFlags(flags, &options->gpu));
+  // The search mirrors split over the same GPUs the encoders run on.
+  if (const std::vector<int> cuda = devices.CudaDevices();
+      devices.from_devices && !cuda.empty()) {
+    if (flags.Has("gpu-device") &&
+        std::find(cuda.begin(), cuda.end(), options->gpu.device) ==
+            cuda.end()) {
+      return InvalidArgumentError("--gpu-device " + flags.Get("gpu-device") +
+                                  " is not one of --devices " +
+                                  devices.devices_flag +
+                                  " (give --devices alone: GPU search uses the "
+                                  "same devices)");
+    }
+    options->gpu.device = cuda[0];
+    if (cuda.size() > 1) options->gpu.devices = cuda;
+  }
   options->log = [](const std::string& line) {
     std::cerr << "zerovec serve: " << line << "\n";
   };
@@ -180,6 +197,7 @@ int RunServe(const std::vector<std::string>& args) {
                              "listen",
                              "model",
                              "device",
+                             "devices",
                              "auth-token-file",
                              "port-file",
                              "max-batch",

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"build", zv::tools::RunBuild,
      R"(--data DIR --collection NAME --input FILE [--model DIR|none]
           [--index flat|hnsw|ivfpq] [--device auto|cpu|cuda|cuda:N]
+          [--devices all|cuda:0,cuda:1,...|cpu]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
           [--inflight N] [--threads N] [--chunk-long-texts] [--lexical]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
@@ -30,6 +31,10 @@ constexpr Command kCommands[] = {
           --batch: rows a pipeline chunk (default 16384 on a GPU, 1024 on CPU);
           --inflight: chunks in flight at once (default 16; bounds memory).
           --threads: cores the CPU encoder uses (default 0: all of them).
+          --devices: one encoder per device listed (all: every GPU), chunks
+          spread over them by queue depth, each writing its rows straight into
+          the segment; wins over --device (which must then be auto or one of
+          them). A device listed twice is an error.
           Texts longer than the model's window (max_length tokens, 128 for
           zerovec-mini) are embedded from their start only; the closing lines
           say how many. --chunk-long-texts (off by default) stores such a text
@@ -44,7 +49,8 @@ constexpr Command kCommands[] = {
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
-          [--device auto|cpu|cuda|cuda:N] [--auth-token-file F] [--port-file F]
+          [--device auto|cpu|cuda|cuda:N] [--devices all|cuda:0,cuda:1,...]
+          [--auth-token-file F] [--port-file F]
           [--max-batch N] [--max-k N] [--max-text-bytes N]
           [--max-message-bytes N] [--max-concurrent-requests N]
           [--compact-tombstones F] [--compact-min-rows N]
@@ -79,6 +85,12 @@ constexpr Command kCommands[] = {
           by one (device), or embedded to the host and searched like vector
           queries, coalesced (host); auto (default): device when coalescing is
           off, else host (coalescing serves more).
+          --devices all|cuda:0,cuda:1,...: one encoder per GPU listed (all:
+          every GPU), embedding requests spread over them by queue depth; with
+          --gpu-memory each collection's mirror is split over the same GPUs
+          (row stripes, BYTES per GPU), searched on all at once and merged on
+          the host. Wins over --device / --gpu-device (which must then name
+          one of its devices).
 )"},
     {"query", zv::tools::RunQuery,
      R"(--server ADDR --collection NAME (--text T | --vector-file F) [-k N]

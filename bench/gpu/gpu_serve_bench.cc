@@ -13,9 +13,15 @@
 //      and --gpu-text-queries device (embedded into GPU memory and searched
 //      from there) and again with host (embedded to the host, coalesced).
 //
+//   5. with --devices "A;B;...": the whole of 2-4 once per entry, the server
+//      started with `--devices A` (issue 19: the mirror split over those
+//      GPUs), "-" for none (the single-GPU code, --gpu-device 0), all on the
+//      same data, so the N = 1 path and the split path run side by side.
+//
 //   gpu_serve_bench --zerovec bin/zerovec --rows 1000000 [--dim 384]
 //       [--clients 1,16,64,256] [--seconds 5] [--window-us 500]
 //       [--restart-only] [--dir /tmp/zv-gpu-serve] [--model DIR --text]
+//       [--devices "-;cuda:0;all;cuda:0,cuda:0"]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -32,6 +38,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "index/collection.h"
@@ -108,6 +115,7 @@ struct Mode {
   std::string model = "none";
   bool text = false;
   std::string text_queries = "device";  // serve --gpu-text-queries
+  std::string devices = "-";            // serve --devices; "-": not given
 };
 
 Child Serve(const std::string& zerovec, const fs::path& dir, int window_us,
@@ -115,8 +123,10 @@ Child Serve(const std::string& zerovec, const fs::path& dir, int window_us,
   Child c;
   const fs::path port_file = dir / "port";
   fs::remove(port_file);
-  c.log = (dir /
-           ("serve-" + std::to_string(window_us) + mode.text_queries + ".log"))
+  std::string tag = mode.devices == "-" ? "" : "-" + mode.devices;
+  std::replace(tag.begin(), tag.end(), ',', '+');
+  c.log = (dir / ("serve-" + std::to_string(window_us) + mode.text_queries +
+                  tag + ".log"))
               .string();
   const auto t0 = Clock::now();
   c.pid = ::fork();
@@ -124,12 +134,30 @@ Child Serve(const std::string& zerovec, const fs::path& dir, int window_us,
     const std::string data = (dir / "data").string(), pf = port_file.string();
     const std::string w = std::to_string(window_us);
     freopen(c.log.c_str(), "w", stderr);
-    execl(zerovec.c_str(), zerovec.c_str(), "serve", "--data", data.c_str(),
-          "--listen", "127.0.0.1:0", "--model", mode.model.c_str(),
-          "--port-file", pf.c_str(), "--max-concurrent-requests", "4096",
-          "--gpu-memory", "auto", "--gpu-batch-window-us", w.c_str(),
-          "--gpu-text-queries", mode.text_queries.c_str(),
-          static_cast<char*>(nullptr));
+    std::vector<const char*> args = {zerovec.c_str(),
+                                     "serve",
+                                     "--data",
+                                     data.c_str(),
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--model",
+                                     mode.model.c_str(),
+                                     "--port-file",
+                                     pf.c_str(),
+                                     "--max-concurrent-requests",
+                                     "4096",
+                                     "--gpu-memory",
+                                     "auto",
+                                     "--gpu-batch-window-us",
+                                     w.c_str(),
+                                     "--gpu-text-queries",
+                                     mode.text_queries.c_str()};
+    if (mode.devices != "-") {
+      args.push_back("--devices");
+      args.push_back(mode.devices.c_str());
+    }
+    args.push_back(nullptr);
+    execv(zerovec.c_str(), const_cast<char* const*>(args.data()));
     _exit(127);
   }
   for (int i = 0; i < 60000 && c.port == 0; ++i) {
@@ -222,8 +250,9 @@ void Load(int port, int clients, int seconds, uint32_t dim, int window_us,
   const uint64_t queries =
       after.gpu_batched_queries() - before.gpu_batched_queries();
   std::printf(
-      "RESULT %swindow_us=%d clients=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f "
+      "RESULT %s%swindow_us=%d clients=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f "
       "errors=%llu queries_per_gpu_batch=%.2f\n",
+      mode.devices == "-" ? "" : ("devices=" + mode.devices + " ").c_str(),
       mode.text ? ("text_queries=" + mode.text_queries + " ").c_str() : "",
       window_us, clients, n / secs, Percentile(all, 0.5), Percentile(all, 0.99),
       static_cast<unsigned long long>(errs),
@@ -270,15 +299,25 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(rows), dim, Since(t0));
   std::fflush(stdout);
 
-  // (window, text query path) per server run.
-  std::vector<std::pair<int, std::string>> runs = {{window, "device"}};
-  if (mode.text) {
-    runs.push_back({window, "host"});
-  } else if (window != 0 && !restart_only) {
-    runs.push_back({0, "device"});
+  // (devices, window, text query path) per server run.
+  std::vector<std::string> device_runs;
+  {
+    std::stringstream list(get("--devices", "-"));
+    for (std::string item; std::getline(list, item, ';');)
+      device_runs.push_back(item);
   }
-  for (const auto& [w, text_queries] : runs) {
+  std::vector<std::tuple<std::string, int, std::string>> runs;
+  for (const std::string& devices : device_runs) {
+    runs.push_back({devices, window, "device"});
+    if (mode.text) {
+      runs.push_back({devices, window, "host"});
+    } else if (window != 0 && !restart_only && device_runs.size() == 1) {
+      runs.push_back({devices, 0, "device"});
+    }
+  }
+  for (const auto& [devices, w, text_queries] : runs) {
     mode.text_queries = text_queries;
+    mode.devices = devices;
     Child c = Serve(zerovec, dir, w, mode);
     if (c.port == 0) {
       std::fprintf(stderr, "gpu_serve_bench: serve did not start:\n%s",
@@ -286,7 +325,9 @@ int main(int argc, char** argv) {
       kill(c.pid, SIGKILL);
       return 1;
     }
-    std::printf("RESULT restart rows=%llu serving_after_s=%.2f\n%s",
+    std::printf("RESULT restart %s%srows=%llu serving_after_s=%.2f\n%s",
+                devices == "-" ? "" : "devices=",
+                devices == "-" ? "" : (devices + " ").c_str(),
                 static_cast<unsigned long long>(rows), c.start_s,
                 Grep(c.log, "GPU").c_str());
     std::fflush(stdout);

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Every GPU of a host (issue 19) on the GPU machine, in one device call (< 300 s
+# on an H200). Here:
+#   tools/bundle.sh --cuda --out dist/zv-multigpu //tools:zerovec \
+#       //bench/gpu:gpu_serve_bench //index:gpu_split_test \
+#       //tests/gpu:gpu_serve_test //embed:cuda_encoder_test
+#   mkdir -p .device-multigpu && cp dist/zv-multigpu.tar.xz .device-multigpu/
+# There (carry .device-multigpu):
+#   ZV_BUNDLE=.device-multigpu/zv-multigpu.tar.xz bash bench/gpu/multigpu_device.sh
+# Steps, each one capped:
+#   tests   gpu_split_test (a mirror split over cuda:0,cuda:0 answers as the
+#           unsplit one), cuda_encoder_test (the encoder, incl. a segment
+#           registered by two encoders), gpu_serve_test (the N = 1 server path)
+#   build   `zerovec build` of DOCS texts, one process each, side by side:
+#           --device cuda:0 (the single-GPU code), --devices cuda:0 (N = 1: must
+#           cost nothing), --devices all, and --devices cuda:0,cuda:0 (two
+#           encoders on one GPU: the several-encoder path); docs/s of each and
+#           whether their answers agree
+#   search  gpu_serve_bench over 1M x 384 rows: `serve --gpu-memory auto` with
+#           no --devices (single-GPU code), --devices cuda:0, all, and
+#           cuda:0,cuda:0 (mirror split in two parts on one GPU): QPS / p50 /
+#           p99 at 1, 16, 64 clients
+# $OUT: summary.txt, tests.log, build.log, search.log.
+set -uo pipefail
+T0=$(date +%s)
+DEADLINE=${DEADLINE:-285}
+DOCS=${DOCS:-1000000}
+ROWS=${ROWS:-1000000}
+SECS=${SECS:-3}
+OUT=${OUT:-/tmp/multigpu_out}
+BUNDLE_TAR=${ZV_BUNDLE:-.device-multigpu/zv-multigpu.tar.xz}
+W=/tmp/zvmultigpu
+B=$W/bundle
+Z=$B/bin/zerovec
+rm -rf "$W"
+mkdir -p "$OUT" "$B"
+tar -xJf "$BUNDLE_TAR" -C "$B" --strip-components=1 || {
+  echo "cannot unpack $BUNDLE_TAR" | tee "$OUT/summary.txt"
+  exit 1
+}
+SUM=$OUT/summary.txt
+STEP_GREP="PASSED|FAILED|SKIPPED|Failure|RESULT|split over|GPU search on|rows/s|build: device|build: embedder|answers|error"
+STEP_LINES=40
+source "$(dirname "$0")/device_lib.sh"
+# The split path on one GPU needs a device listed twice.
+export ZEROVEC_TESTING_REPEAT_DEVICES=1
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "gpus $(nvidia-smi -L | wc -l); cpus $(nproc); bundle $(du -sh "$B" | cut -f1)"
+} | tee "$SUM"
+
+tests() {
+  "$B/bin/run-test" gpu_split_test --gtest_brief=1
+  "$B/bin/run-test" cuda_encoder_test --gtest_brief=1
+  "$B/bin/run-test" gpu_serve_test --gtest_brief=1
+}
+# step runs its command under timeout: the shell functions go as `bash -c`.
+export B Z W
+export -f tests
+step tests 100 bash -c tests
+
+# DOCS texts: pairs of WordNet glosses from the demo corpus (~40 tokens; 1M:
+# several seconds a build at the ~300k docs/s one H200 builds, bench/RESULTS.md).
+python3 - "$W/corpus.jsonl" "$DOCS" <<'PY'
+import json, sys
+glosses = [json.loads(l)["text"] for l in open("data/demo/corpus.jsonl") if l.strip()]
+n = len(glosses)
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        text = glosses[i % n] + " " + glosses[(i * 7919 + 13) % n]
+        f.write(json.dumps({"id": "d%d" % i, "text": text}) + "\n")
+PY
+
+builds() {
+  local name flags
+  for run in "single|--device cuda:0" "n1|--devices cuda:0" "all|--devices all" \
+    "split2|--devices cuda:0,cuda:0"; do
+    name=${run%%|*}
+    flags=${run#*|}
+    echo "== build $name ($flags)"
+    # shellcheck disable=SC2086
+    "$Z" build --data "$W/b_$name" --collection p --input "$W/corpus.jsonl" $flags 2>&1 |
+      grep -E "^build: (stored|device|embedder)|error" | sed "s/^/$name: /"
+  done
+  # The same answers from every build (ids of the top 10 of a few queries).
+  for q in "a vehicle that can fly" "the operator of a motor vehicle" "bake bread"; do
+    local ref=""
+    for name in single n1 all split2; do
+      ids=$("$Z" attach --data "$W/b_$name" --collection p --text "$q" -k 10 --json \
+        --device cuda:0 --quiet 2>/dev/null | python3 -c \
+        'import json,sys; print(" ".join(h["id"] for h in json.load(sys.stdin)["hits"]))')
+      if [[ -z $ref ]]; then ref=$ids; elif [[ $ids != "$ref" ]]; then
+        echo "answers differ for \"$q\": single [$ref] vs $name [$ids]"
+        continue
+      fi
+    done
+    echo "answers agree for \"$q\" (${ref:0:40}...)"
+  done
+}
+export -f builds
+step build 95 bash -c builds
+
+step search 90 "$B/bin/gpu_serve_bench" --zerovec "$Z" --rows "$ROWS" \
+  --clients 1,16,64 --seconds "$SECS" --window-us 500 \
+  --devices "-;cuda:0;all;cuda:0,cuda:0" --dir "$W/serve"
+echo "total $(el)s" | tee -a "$SUM"
