@@ -244,10 +244,14 @@ class HnswWriterIndex : public AnnIndex {
   }
 
   Status Flush() override {
-    std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
-    const auto [rows, live, threads] = TailSnapshot();
-    if (Recovering(*live) || rows.rows() == live->begin()) return OkStatus();
-    return BuildTailPiece(rows, *live, threads);
+    {
+      std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
+      const auto [rows, live, threads] = TailSnapshot();
+      if (Recovering(*live)) return OkStatus();
+      if (rows.rows() > live->begin())
+        ZV_RETURN_IF_ERROR(BuildTailPiece(rows, *live, threads));
+    }
+    return options_.merge_to_one ? MergeToOne() : OkStatus();
   }
 
   size_t PieceCount() const override {
@@ -319,7 +323,8 @@ class HnswWriterIndex : public AnnIndex {
     std::unique_lock<std::mutex> l(mu_);
     for (;;) {
       Job job;
-      merge_cv_.wait(l, [&] { return stop_ || NextMerge(&job); });
+      merge_cv_.wait(l,
+                     [&] { return stop_ || (!merging_ && NextMerge(&job)); });
       if (stop_) return;
       merging_ = true;
       const RowTable rows = rows_;
@@ -336,6 +341,27 @@ class HnswWriterIndex : public AnnIndex {
       }
       idle_cv_.notify_all();
     }
+  }
+
+  // Every piece into one graph (PieceOptions::merge_to_one), after any merge
+  // the builder runs; the builder waits meanwhile (merging_).
+  Status MergeToOne() {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_cv_.wait(l, [&] { return stop_ || !merging_; });
+    const auto list = current_;
+    if (stop_ || list->pieces.size() < 2) return OkStatus();
+    merging_ = true;
+    const RowTable rows = rows_;
+    const uint64_t serial = manifest_.next_serial++;
+    const int threads = build_threads_;
+    l.unlock();
+    const Job job{0, list->pieces.size(), 0, list->covered()};
+    Status s = RunMerge(job, rows, *list, serial, threads);
+    l.lock();
+    merging_ = false;
+    idle_cv_.notify_all();
+    merge_cv_.notify_all();
+    return s;
   }
 
   Status RunMerge(const Job& job, const RowTable& rows, const PieceList& list,
