@@ -90,39 +90,50 @@ struct Engine {
   double build_s = 0, memory_mb = 0;
   std::string note;
   std::vector<Point> sweep;
+  SearchFn search;             // until swept
+  std::shared_ptr<void> hold;  // the index `search` reads
 };
 
 // Latency: one query at a time on one thread, best of three passes; QPS: the
 // whole batch in one call on every thread.
-Engine Sweep(Engine e, size_t nq, const SearchFn& search,
-             const std::vector<int64_t>& truth) {
+Point Measure(int ef, size_t nq, const SearchFn& search,
+              const std::vector<int64_t>& truth) {
   std::vector<int64_t> labels(nq * kK);
-  for (int ef : kEfSweep) {
-    Point p{ef};
-    search(ef, 1, 0, labels.data());  // warm
-    // One query on one thread, as a server thread answers a request (faiss
-    // 1.7.3 opens an OpenMP region for a single query too: each thread
-    // allocates a visited table of ntotal bytes and waits at a barrier).
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    // Best of three passes: the machine is shared, a pass can lose its core.
-    p.latency_ms = 1e30;
-    for (int pass = 0; pass < 3; ++pass) {
-      p.latency_ms =
-          std::min(p.latency_ms, 1000 * Seconds([&] {
-                                   for (size_t q = 0; q < nq; ++q)
-                                     search(ef, 1, q, labels.data() + q * kK);
-                                 }) / nq);
-    }
-    omp_set_num_threads(threads);
-    p.recall = Recall(labels, truth, nq);
-    p.qps = nq / Seconds([&] { search(ef, nq, 0, labels.data()); });
-    std::printf("progress: %s ef %d recall@10 %.4f %.3f ms %.0f QPS\n",
-                e.name.c_str(), ef, p.recall, p.latency_ms, p.qps);
-    std::fflush(stdout);
-    e.sweep.push_back(p);
+  Point p{ef};
+  search(ef, 1, 0, labels.data());  // warm
+  // One query on one thread, as a server thread answers a request (faiss
+  // 1.7.3 opens an OpenMP region for a single query too: each thread
+  // allocates a visited table of ntotal bytes and waits at a barrier).
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  // Best of three passes: the machine is shared, a pass can lose its core.
+  p.latency_ms = 1e30;
+  for (int pass = 0; pass < 3; ++pass) {
+    p.latency_ms =
+        std::min(p.latency_ms, 1000 * Seconds([&] {
+                                 for (size_t q = 0; q < nq; ++q)
+                                   search(ef, 1, q, labels.data() + q * kK);
+                               }) / nq);
   }
-  return e;
+  omp_set_num_threads(threads);
+  p.recall = Recall(labels, truth, nq);
+  p.qps = nq / Seconds([&] { search(ef, nq, 0, labels.data()); });
+  return p;
+}
+
+// Every engine at one ef, then the next ef: side by side in time, so a
+// change in the machine's load hits all of them alike.
+void SweepAll(const std::vector<Engine*>& engines, size_t nq,
+              const std::vector<int64_t>& truth) {
+  for (int ef : kEfSweep) {
+    for (Engine* e : engines) {
+      const Point p = Measure(ef, nq, e->search, truth);
+      std::printf("progress: %s ef %d recall@10 %.4f %.3f ms %.0f QPS\n",
+                  e->name.c_str(), ef, p.recall, p.latency_ms, p.qps);
+      std::fflush(stdout);
+      e->sweep.push_back(p);
+    }
+  }
 }
 
 const Point* AtRecall(const Engine& e, double target) {
@@ -177,14 +188,22 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
   so.dim = f.dim;
   auto seg = shm::Writer::Create(dir, so);
   if (!seg.ok() || !(*seg)->Reserve(f.rows).ok()) std::abort();
-  shm::Writer& w = **seg;
+  struct Holder {
+    std::unique_ptr<shm::Writer> w;
+    std::unique_ptr<AnnIndex> ann;  // destroyed before the segment
+    std::vector<float> padded;
+  };
+  auto h = std::make_shared<Holder>();
+  h->w = std::move(seg).value();
+  shm::Writer& w = *h->w;
   const size_t stride = w.info().row_stride;
-  std::vector<float> padded(f.queries * stride, 0.f);
+  h->padded.assign(f.queries * stride, 0.f);
   for (size_t q = 0; q < f.queries; ++q)
-    std::memcpy(&padded[q * stride], &d.queries[q * f.dim], 4 * f.dim);
+    std::memcpy(&h->padded[q * stride], &d.queries[q * f.dim], 4 * f.dim);
   auto opened = OpenHnswIndex(f.m, w, dir);
   if (!opened.ok()) std::abort();
-  std::unique_ptr<AnnIndex> ann = std::move(opened).value();
+  h->ann = std::move(opened).value();
+  AnnIndex* ann = h->ann.get();
   const double load_s = Seconds([&] {
     for (size_t first = 0; first < f.rows; first += f.batch) {
       const size_t n = std::min(f.batch, f.rows - first);
@@ -199,21 +218,24 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
     while (!ann->WaitIdle(std::chrono::minutes(10))) {
     }
   });
-  const SearchFn search = [&](int ef, size_t nq, size_t first,
-                              int64_t* labels) {
+  const SearchFn search = [h, rows = f.rows](int ef, size_t nq, size_t first,
+                                             int64_t* labels) {
+    const shm::Writer& w = *h->w;
+    const size_t stride = w.info().row_stride;
+    const std::vector<float>& padded = h->padded;
+    AnnIndex* ann = h->ann.get();
     AnnSearchParams p;
     p.hnsw_ef_search = ef;
     TopK top(nq, kK, w.info().metric);
     uint64_t covered = 0;
-    if (!ann->Search(&padded[first * stride], nq, nullptr, p, f.rows, &top,
+    if (!ann->Search(&padded[first * stride], nq, nullptr, p, rows, &top,
                      &covered)
              .ok())
       std::abort();
     // Rows the index did not cover (a live graph's unpublished rows): none
     // after sealing; exact otherwise, as a collection would.
-    if (covered < f.rows)
-      FlatSearch(w, covered, f.rows, &padded[first * stride], nq, nullptr,
-                 &top);
+    if (covered < rows)
+      FlatSearch(w, covered, rows, &padded[first * stride], nq, nullptr, &top);
     std::memcpy(labels, top.rows.data(), nq * kK * sizeof(int64_t));
   };
   if (f.pieces_too || !f.merge_to_one) {
@@ -231,7 +253,11 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
                std::to_string(ann->PieceCount()) + " pieces, sealed)";
       e.memory_mb = ann->MemoryBytes() / 1e6;
     }
-    out.push_back(Sweep(e, f.queries, search, d.truth));
+    e.search = search;
+    e.hold = h;
+    // Swept now: sealing with merge_to_one changes this index.
+    if (f.merge_to_one) SweepAll({&e}, f.queries, d.truth);
+    out.push_back(std::move(e));
   }
   if (f.merge_to_one) {
     const size_t pieces = ann->PieceCount();
@@ -247,14 +273,17 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
              std::to_string(seal_s).substr(0, 5) + " s";
     e.memory_mb = ann->MemoryBytes() / 1e6;
     std::printf("progress: %s: %s\n", e.name.c_str(), e.note.c_str());
-    out.push_back(Sweep(e, f.queries, search, d.truth));
+    e.search = search;
+    e.hold = h;
+    out.push_back(std::move(e));
   }
-  ann.reset();
   return out;
 }
 
 Engine RunFaiss(const Flags& f, const Data& d) {
-  faiss::IndexHNSWFlat hf(f.dim, f.m, faiss::METRIC_INNER_PRODUCT);
+  auto held = std::make_shared<faiss::IndexHNSWFlat>(
+      f.dim, f.m, faiss::METRIC_INNER_PRODUCT);
+  faiss::IndexHNSWFlat& hf = *held;
   hf.hnsw.efConstruction = f.efc;
   Engine e{"faiss IndexHNSWFlat M" + std::to_string(f.m) + " (own copy)"};
   e.build_s = Seconds([&] { hf.add(f.rows, d.base.data()); });
@@ -263,23 +292,29 @@ Engine RunFaiss(const Flags& f, const Data& d) {
                  hf.hnsw.offsets.size() * 8 + hf.hnsw.levels.size() * 4) /
                 1e6;
   std::printf("progress: %s built in %.1f s\n", e.name.c_str(), e.build_s);
-  return Sweep(
-      e, f.queries,
-      [&](int ef, size_t nq, size_t first, int64_t* labels) {
-        // faiss 1.7.3 sizes its queue by hnsw.efSearch and caps the
-        // per-search value by it: set both.
-        hf.hnsw.efSearch = ef;
-        faiss::SearchParametersHNSW p;
-        p.efSearch = ef;
-        std::vector<float> dist(nq * kK);
-        hf.search(nq, &d.queries[first * f.dim], kK, dist.data(), labels, &p);
-      },
-      d.truth);
+  e.hold = held;
+  e.search = [&hf, &d, dim = f.dim](int ef, size_t nq, size_t first,
+                                    int64_t* labels) {
+    // faiss 1.7.3 sizes its queue by hnsw.efSearch and caps the
+    // per-search value by it: set both.
+    hf.hnsw.efSearch = ef;
+    faiss::SearchParametersHNSW p;
+    p.efSearch = ef;
+    std::vector<float> dist(nq * kK);
+    hf.search(nq, &d.queries[first * dim], kK, dist.data(), labels, &p);
+  };
+  return e;
 }
 
 Engine RunHnswlib(const Flags& f, const Data& d) {
-  hnswlib::InnerProductSpace space(f.dim);
-  hnswlib::HierarchicalNSW<float> index(&space, f.rows, f.m, f.efc);
+  struct Holder {
+    explicit Holder(const Flags& f)
+        : space(f.dim), index(&space, f.rows, f.m, f.efc) {}
+    hnswlib::InnerProductSpace space;
+    hnswlib::HierarchicalNSW<float> index;
+  };
+  auto held = std::make_shared<Holder>(f);
+  hnswlib::HierarchicalNSW<float>& index = held->index;
   Engine e{"hnswlib M" + std::to_string(f.m) + " (own copy)"};
   e.build_s = Seconds([&] {
 #pragma omp parallel for schedule(dynamic, 256)
@@ -292,23 +327,23 @@ Engine RunHnswlib(const Flags& f, const Data& d) {
     bytes += index.size_links_per_element_ * index.element_levels_[i];
   e.memory_mb = bytes / 1e6;
   std::printf("progress: %s built in %.1f s\n", e.name.c_str(), e.build_s);
-  return Sweep(
-      e, f.queries,
-      [&](int ef, size_t nq, size_t first, int64_t* labels) {
-        index.setEf(static_cast<size_t>(ef));
+  e.hold = held;
+  e.search = [&index, &d, dim = f.dim](int ef, size_t nq, size_t first,
+                                       int64_t* labels) {
+    index.setEf(static_cast<size_t>(ef));
 #pragma omp parallel for if (nq > 1)
-        for (size_t i = 0; i < nq; ++i) {
-          auto top = index.searchKnn(&d.queries[(first + i) * f.dim], kK);
-          for (int j = kK - 1; j >= 0; --j) {  // pops worst first
-            labels[i * kK + j] = -1;
-            if (!top.empty()) {
-              labels[i * kK + j] = static_cast<int64_t>(top.top().second);
-              top.pop();
-            }
-          }
+    for (size_t i = 0; i < nq; ++i) {
+      auto top = index.searchKnn(&d.queries[(first + i) * dim], kK);
+      for (int j = kK - 1; j >= 0; --j) {  // pops worst first
+        labels[i * kK + j] = -1;
+        if (!top.empty()) {
+          labels[i * kK + j] = static_cast<int64_t>(top.top().second);
+          top.pop();
         }
-      },
-      d.truth);
+      }
+    }
+  };
+  return e;
 }
 
 void Print(const Flags& f, const std::vector<Engine>& engines) {
@@ -388,6 +423,12 @@ int Main(Flags f) {
   std::vector<Engine> engines = RunZeroVec(f, d, dir);
   if (!f.skip_faiss) engines.push_back(RunFaiss(f, d));
   if (!f.skip_hnswlib) engines.push_back(RunHnswlib(f, d));
+  // Everything not swept yet, side by side.
+  std::vector<Engine*> pending;
+  for (Engine& e : engines)
+    if (e.sweep.empty()) pending.push_back(&e);
+  SweepAll(pending, f.queries, d.truth);
+  for (Engine& e : engines) e.search = nullptr, e.hold.reset();
   Print(f, engines);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
