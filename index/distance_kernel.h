@@ -14,13 +14,13 @@ namespace zv::index::kernel {
 // 16 floats: one zmm register under AVX-512, two ymm under AVX2.
 typedef float V16 __attribute__((vector_size(64)));
 
-__attribute__((always_inline)) inline V16 Load16(const float* p) {
-  V16 v;
+// By reference, never by value: a 64-byte vector passed or returned by value
+// has a different ABI with and without AVX-512 (gcc -Wpsabi).
+__attribute__((always_inline)) inline void Load16(V16& v, const float* p) {
   std::memcpy(&v, p, sizeof(v));
-  return v;
 }
 
-__attribute__((always_inline)) inline float Sum16(V16 v) {
+__attribute__((always_inline)) inline float Sum16(const V16& v) {
   float s = 0;
   for (int i = 0; i < 16; ++i) s += v[i];
   return s;
@@ -31,30 +31,35 @@ __attribute__((always_inline)) inline float Sum16(V16 v) {
 template <bool kL2>
 __attribute__((always_inline)) inline float Distance(const float* a,
                                                      const float* b, size_t d) {
-  V16 s0 = {}, s1 = {};
+  V16 s0 = {}, s1 = {}, x, y, u, w;
   size_t i = 0;
   for (; i + 32 <= d; i += 32) {
-    V16 x = Load16(a + i), y = Load16(a + i + 16);
+    Load16(x, a + i);
+    Load16(y, a + i + 16);
+    Load16(u, b + i);
+    Load16(w, b + i + 16);
     if constexpr (kL2) {
-      x -= Load16(b + i);
-      y -= Load16(b + i + 16);
+      x -= u;
+      y -= w;
       s0 += x * x;
       s1 += y * y;
     } else {
-      s0 += x * Load16(b + i);
-      s1 += y * Load16(b + i + 16);
+      s0 += x * u;
+      s1 += y * w;
     }
   }
   if (i < d) {
-    V16 x = Load16(a + i);
+    Load16(x, a + i);
+    Load16(u, b + i);
     if constexpr (kL2) {
-      x -= Load16(b + i);
+      x -= u;
       s0 += x * x;
     } else {
-      s0 += x * Load16(b + i);
+      s0 += x * u;
     }
   }
-  return Sum16(s0 + s1);
+  s0 += s1;
+  return Sum16(s0);
 }
 
 }  // namespace zv::index::kernel

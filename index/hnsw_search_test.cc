@@ -183,8 +183,11 @@ TEST_P(SearchGraphTest, BitmapInlineEqualsTheVirtualCall) {
     const Result virtual_call = Search(SearchIsa::kAuto, 10, ef, &generic);
     EXPECT_EQ(inline_words.rows, virtual_call.rows);
     EXPECT_EQ(inline_words.dist, virtual_call.dist);
-    for (const int64_t r : inline_words.rows)
-      if (r >= 0) EXPECT_TRUE(bitmap.is_member(r)) << r;
+    for (const int64_t r : inline_words.rows) {
+      if (r >= 0) {
+        EXPECT_TRUE(bitmap.is_member(r)) << r;
+      }
+    }
   }
 }
 
