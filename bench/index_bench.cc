@@ -8,6 +8,10 @@
 //   bazel run -c opt //bench:index_bench -- --rows=100000 [--queries=200]
 //   [--skip_hnsw] [--skip_faiss_hnsw] [--skip_hnswlib] [--filter]
 //   [--efc=N] [--threads=N] [--base=X.npy --query_file=Q.npy]
+//   [--interval=N] [--batch=N] [--merge_to_one]
+// --interval: rows per HNSW piece (PieceOptions::interval); --batch: rows per
+// Upsert; --merge_to_one: the collection is sealed after the load and its
+// pieces merged into one graph (PieceOptions::merge_to_one), in the build time.
 // --base/--query_file: vectors from .npy/.fvecs files (e.g. real embeddings,
 // bench/realembed/make_realembed.sh) instead of the synthetic clustered set;
 // --dump_npy=DIR writes the vectors used as DIR/base.npy and DIR/queries.npy
@@ -54,6 +58,9 @@ struct Flags {
   std::string base_file, query_file;
   std::string dump_dir;        // writes base.npy and queries.npy there
   bool serial_insert = false;  // the live graph's pre-issue-21 8-row steps
+  uint64_t interval = kDefaultPieceInterval;  // PieceOptions::interval
+  size_t batch = 10000;                       // rows per Upsert
+  bool merge_to_one = false;  // PieceOptions::merge_to_one (seal at the end)
   size_t flat_queries = ~size_t{0};  // queries the exact scans are timed on
   size_t FlatQueries() const { return std::min(queries, flat_queries); }
 };
@@ -277,13 +284,14 @@ void UpsertRetrying(Collection& c, const std::vector<Record>& recs,
 std::shared_ptr<Collection> BuildCollection(Database& db,
                                             const std::string& descriptor,
                                             const std::vector<float>& data,
-                                            size_t rows) {
+                                            size_t rows, size_t batch,
+                                            bool seal) {
   CollectionOptions o;
   o.dim = kDim;
   o.index.descriptor = descriptor;
   auto c = db.CreateCollection(descriptor == "Flat" ? "flat" : "hnsw", o);
   if (!c.ok()) std::abort();
-  constexpr size_t kBatch = 10000;
+  const size_t kBatch = std::max<size_t>(batch, 1);
   for (size_t first = 0; first < rows; first += kBatch) {
     const size_t n = std::min(kBatch, rows - first);
     std::vector<Record> recs(n);
@@ -296,6 +304,9 @@ std::shared_ptr<Collection> BuildCollection(Database& db,
   // HNSW pieces build in the background: the build time includes them.
   if (!dynamic_cast<CollectionImpl&>(**c).WaitIndexIdle(std::chrono::hours(4)))
     std::abort();
+  // Sealed (as `zerovec build` ends): the tail becomes a piece and, with
+  // merge_to_one, every piece one graph.
+  if (seal && !(*c)->FinishIndexing(omp_get_max_threads()).ok()) std::abort();
   return *c;
 }
 
@@ -308,8 +319,9 @@ std::shared_ptr<Collection> RunZeroVecHnsw(Database& db, const Flags& f,
                                            std::vector<Sweep>* sweeps) {
   Row hi{"ZeroVec HNSW32 (in place)"};
   std::shared_ptr<Collection> hnsw;
-  hi.build_s =
-      Seconds([&] { hnsw = BuildCollection(db, "HNSW32", data, f.rows); });
+  hi.build_s = Seconds([&] {
+    hnsw = BuildCollection(db, "HNSW32", data, f.rows, f.batch, f.merge_to_one);
+  });
   hi.memory_mb = dynamic_cast<CollectionImpl&>(*hnsw).IndexMemoryBytes() / 1e6;
   std::printf("HNSW32: %zu pieces\n",
               dynamic_cast<CollectionImpl&>(*hnsw).IndexPieces());
@@ -471,13 +483,18 @@ int Main(Flags f) {
   po.build_threads = omp_get_max_threads();
   po.ef_construction = f.efc;
   po.parallel_insert = !f.serial_insert;
+  po.interval = f.interval;
+  po.merge_to_one = f.merge_to_one;
   SetPieceOptions(po);
   std::vector<float> data;
   if (!LoadData(&f, &data)) return 1;
-  std::printf("HNSW M 32, efConstruction %d, %d threads, live graph %s\n",
-              f.efc, omp_get_max_threads(),
-              f.serial_insert ? "8-row steps on 1 thread (before issue 21)"
-                              : "parallel steps on every build thread");
+  std::printf(
+      "HNSW M 32, efConstruction %d, %d threads, interval %llu, batch %zu, "
+      "merge_to_one %d, live graph %s\n",
+      f.efc, omp_get_max_threads(), static_cast<unsigned long long>(f.interval),
+      f.batch, f.merge_to_one ? 1 : 0,
+      f.serial_insert ? "8-row steps on 1 thread (before issue 21)"
+                      : "parallel steps on every build thread");
   const float* queries = data.data() + f.rows * kDim;
   const std::vector<float> base(data.begin(), data.begin() + f.rows * kDim);
   if (!f.dump_dir.empty() &&
@@ -517,8 +534,10 @@ int Main(Flags f) {
   if (!db.ok()) return 1;
   Row fi{"ZeroVec Flat (in place)"};
   std::shared_ptr<Collection> flat;
-  fi.build_s =
-      Seconds([&] { flat = BuildCollection(**db, "Flat", data, f.rows); });
+  fi.build_s = Seconds([&] {
+    flat = BuildCollection(**db, "Flat", data, f.rows, f.batch,
+                           /*seal=*/false);
+  });
   fi.memory_mb = dynamic_cast<CollectionImpl&>(*flat).IndexMemoryBytes() / 1e6;
   Measure(&fi, f.FlatQueries(), queries, CollectionSearch(*flat), truth);
   rows.push_back(fi);
@@ -563,6 +582,12 @@ int main(int argc, char** argv) {
       f.flat_queries = std::stoull(a.substr(15));
     } else if (a == "--serial_insert") {
       f.serial_insert = true;
+    } else if (a.rfind("--interval=", 0) == 0) {
+      f.interval = std::stoull(a.substr(11));
+    } else if (a.rfind("--batch=", 0) == 0) {
+      f.batch = std::stoull(a.substr(8));
+    } else if (a == "--merge_to_one") {
+      f.merge_to_one = true;
     } else if (a == "--filter") {
       f.filter = true;
     } else if (a.rfind("--efc=", 0) == 0) {
@@ -585,7 +610,8 @@ int main(int argc, char** argv) {
                    "[--skip_faiss_hnsw] [--skip_hnswlib] [--filter] "
                    "[--efc=N] [--threads=N] [--dim=D] [--clusters=C] "
                    "[--base=F.npy|.fvecs --query_file=F.npy|.fvecs] "
-                   "[--dump_npy=DIR] [--serial_insert] [--flat_queries=N]\n",
+                   "[--dump_npy=DIR] [--serial_insert] [--flat_queries=N] "
+                   "[--interval=N] [--batch=N] [--merge_to_one]\n",
                    argv[0]);
       return 2;
     }

@@ -1,6 +1,7 @@
 #include "index/filter.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 namespace zv::index {
@@ -119,13 +120,72 @@ void AttributeTable::RequeueExpired(std::span<const uint64_t> rows) {
 
 RowBitmap::RowBitmap(const shm::SegmentView& view, const AttributeTable& table,
                      const CompiledFilter& f, uint64_t limit)
-    : limit_(std::min(limit, table.size())), bits_((limit_ + 63) / 64, 0) {
-  if (f.impossible) return;
-  for (uint64_t row = 0; row < limit_; ++row) {
-    if (table.Matches(row, f) && !view.IsTombstoned(row)) {
-      bits_[row >> 6] |= uint64_t{1} << (row & 63);
-      ++count_;
+    : RowBitmap(std::min(limit, table.size())) {
+  if (f.impossible || limit_ == 0) return;
+  table.MatchWords(f, limit_, bits_.data());
+  // Tombstoned rows out, a word at a time where an extent starts on a word
+  // boundary (the default layout), else row by row.
+  for (const shm::RowBlock& b : view.Blocks(limit_)) {
+    const uint64_t n = std::min(b.count, limit_ - b.first_row);
+    if (b.first_row % 64 == 0) {
+      uint64_t* out = &bits_[b.first_row / 64];
+      for (uint64_t w = 0; w < (n + 63) / 64; ++w) {
+        // The writer sets tombstone bits in place: atomic loads.
+        uint64_t dead = __atomic_load_n(&b.tombstones[w], __ATOMIC_ACQUIRE);
+        const uint64_t left = n - 64 * w;  // rows of this block in word w
+        if (left < 64) dead &= (uint64_t{1} << left) - 1;
+        out[w] &= ~dead;
+      }
+    } else {
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t word =
+            __atomic_load_n(&b.tombstones[i / 64], __ATOMIC_ACQUIRE);
+        if ((word >> (i % 64)) & 1) {
+          const uint64_t r = b.first_row + i;
+          bits_[r >> 6] &= ~(uint64_t{1} << (r & 63));
+        }
+      }
     }
+  }
+  for (const uint64_t w : bits_) count_ += std::popcount(w);
+}
+
+RowBitmap RowBitmap::Reference(const shm::SegmentView& view,
+                               const AttributeTable& table,
+                               const CompiledFilter& f, uint64_t limit) {
+  RowBitmap b(std::min(limit, table.size()));
+  if (f.impossible) return b;
+  for (uint64_t row = 0; row < b.limit_; ++row) {
+    if (table.Matches(row, f) && !view.IsTombstoned(row)) {
+      b.bits_[row >> 6] |= uint64_t{1} << (row & 63);
+      ++b.count_;
+    }
+  }
+  return b;
+}
+
+void AttributeTable::MatchWords(const CompiledFilter& f, uint64_t limit,
+                                uint64_t* words) const {
+  if (f.impossible) return;
+  if (NamespaceOnly(f)) {
+    const uint32_t want = *f.ns;
+    const uint32_t* ns = ns_.data();
+    for (uint64_t w = 0; w * 64 < limit; ++w) {
+      const uint64_t first = w * 64, n = std::min<uint64_t>(64, limit - first);
+      uint64_t bits = 0;
+      for (uint64_t i = 0; i < n; ++i)
+        bits |= static_cast<uint64_t>(ns[first + i] == want) << i;
+      // Rows with no meta entry (orphans) never match; they are rare.
+      for (uint64_t m = bits; m != 0; m &= m - 1) {
+        const int i = std::countr_zero(m);
+        if (!present_[first + i]) bits &= ~(uint64_t{1} << i);
+      }
+      words[w] = bits;
+    }
+    return;
+  }
+  for (uint64_t row = 0; row < limit; ++row) {
+    if (Matches(row, f)) words[row >> 6] |= uint64_t{1} << (row & 63);
   }
 }
 

@@ -73,6 +73,17 @@ class AttributeTable {
 
   CompiledFilter Compile(const Filter& filter) const;
   bool Matches(uint64_t row, const CompiledFilter& f) const;
+  // Sets bit (r & 63) of words[r >> 6] for every row r < limit (<= size())
+  // matching `f` (words zeroed by the caller). A namespace-only filter (the
+  // common agent/session case) compares the namespace column 64 rows a word
+  // with no per-row call; any other filter runs Matches per row.
+  void MatchWords(const CompiledFilter& f, uint64_t limit,
+                  uint64_t* words) const;
+  // True if `f` is a namespace and nothing else (MatchWords' fast path).
+  static bool NamespaceOnly(const CompiledFilter& f) {
+    return f.ns && !f.impossible && f.metadata.empty() &&
+           f.min_ts == INT64_MIN && f.max_ts == INT64_MAX && f.now_ms == 0;
+  }
   size_t MemoryBytes() const;
 
  private:
@@ -98,11 +109,18 @@ class AttributeTable {
 
 // Live rows of `view` (not tombstoned, with attributes) matching a filter, as a
 // bitmap over rows [0, limit), so ANN and exact searches test membership in
-// O(1).
+// O(1) (the HNSW search reads words() inline, no virtual call). Built a word
+// at a time: the filter's matches (AttributeTable::MatchWords), then the
+// segment's tombstone words masked out per extent.
 class RowBitmap : public faiss::IDSelector {
  public:
   RowBitmap(const shm::SegmentView& view, const AttributeTable& table,
             const CompiledFilter& f, uint64_t limit);
+  // The row-at-a-time build (Matches and IsTombstoned per row), kept as the
+  // reference the tests compare the word-wise build with.
+  static RowBitmap Reference(const shm::SegmentView& view,
+                             const AttributeTable& table,
+                             const CompiledFilter& f, uint64_t limit);
   bool is_member(idx_t row) const override {
     return row >= 0 && static_cast<uint64_t>(row) < limit_ &&
            ((bits_[row >> 6] >> (row & 63)) & 1);
@@ -115,6 +133,8 @@ class RowBitmap : public faiss::IDSelector {
   std::vector<int64_t> Rows() const;
 
  private:
+  explicit RowBitmap(uint64_t limit)
+      : limit_(limit), bits_((limit + 63) / 64, 0) {}
   uint64_t limit_;
   uint64_t count_ = 0;
   std::vector<uint64_t> bits_;

@@ -246,7 +246,11 @@ class HnswWriterIndex : public AnnIndex {
   Status Flush() override {
     std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
     const auto [rows, live, threads] = TailSnapshot();
-    if (Recovering(*live) || rows.rows() == live->begin()) return OkStatus();
+    if (Recovering(*live)) return OkStatus();
+    // merge_to_one: the pieces and the tail in one build (the tail's rows are
+    // not built twice, as a tail piece and again in the merge).
+    if (options_.merge_to_one) return MergeToOne(rows, *live, threads);
+    if (rows.rows() == live->begin()) return OkStatus();
     return BuildTailPiece(rows, *live, threads);
   }
 
@@ -319,7 +323,8 @@ class HnswWriterIndex : public AnnIndex {
     std::unique_lock<std::mutex> l(mu_);
     for (;;) {
       Job job;
-      merge_cv_.wait(l, [&] { return stop_ || NextMerge(&job); });
+      merge_cv_.wait(l,
+                     [&] { return stop_ || (!merging_ && NextMerge(&job)); });
       if (stop_) return;
       merging_ = true;
       const RowTable rows = rows_;
@@ -336,6 +341,37 @@ class HnswWriterIndex : public AnnIndex {
       }
       idle_cv_.notify_all();
     }
+  }
+
+  // Every piece and the tail into one graph (PieceOptions::merge_to_one),
+  // after any merge the builder runs (the builder waits meanwhile: merging_).
+  // The graph grows from the first piece's; every later row is inserted.
+  // Caller holds step_mu_ (the inserter writes no piece meanwhile).
+  Status MergeToOne(const RowTable& rows, const LiveGraph& live, int threads) {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_cv_.wait(l, [&] { return stop_ || !merging_; });
+    const auto list = current_;
+    if (stop_ || (list->pieces.size() <= 1 && rows.rows() == list->covered()))
+      return OkStatus();
+    if (list->pieces.empty()) {
+      l.unlock();
+      return BuildTailPiece(rows, live, threads);
+    }
+    merging_ = true;
+    const uint64_t serial = manifest_.next_serial++;
+    l.unlock();
+    std::vector<uint64_t> replaced;
+    for (const auto& p : list->pieces) replaced.push_back(p->serial());
+    auto piece =
+        BuildPiece(dir_, serial, view_.info(), rows, m_, efc(), 0, rows.rows(),
+                   list->pieces.front().get(), &stop_flag_, threads);
+    Status s = piece.ok() ? Publish(std::move(piece).value(), replaced)
+                          : piece.status();
+    l.lock();
+    merging_ = false;
+    idle_cv_.notify_all();
+    merge_cv_.notify_all();
+    return s;
   }
 
   Status RunMerge(const Job& job, const RowTable& rows, const PieceList& list,
@@ -525,8 +561,13 @@ class HnswWriterIndex : public AnnIndex {
     }
     if (replaced.empty()) next->pieces.push_back(piece);
     std::error_code ec;
+    // A piece past the covered rows must start there, or replace the last
+    // pieces (merge_to_one): coverage stays a prefix.
+    const bool extends = piece->end() > list->covered();
     if (dropped.size() != replaced.size() ||
-        (replaced.empty() && piece->begin() != list->covered())) {
+        (replaced.empty() && piece->begin() != list->covered()) ||
+        (extends && !replaced.empty() &&
+         replaced.back() != list->pieces.back()->serial())) {
       std::filesystem::remove(dir_ / PieceFileName(piece->serial()), ec);
       return InternalError("HNSW piece list changed under a build");
     }
@@ -542,7 +583,9 @@ class HnswWriterIndex : public AnnIndex {
       std::lock_guard<std::mutex> l(mu_);
       manifest_.version = m.version;
       manifest_.entries = m.entries;
-      if (replaced.empty() && live_->begin() == piece->begin())
+      // A tail piece, or a merge that took in the tail (merge_to_one): the
+      // live graph restarts after it.
+      if (piece->end() > list->covered() && live_->begin() == list->covered())
         live_ =
             std::make_shared<LiveGraph>(view_.info(), m_, efc(), piece->end());
       current_ = std::move(next);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "index/ann_index.h"
+#include "index/hnsw_search.h"
 
 namespace zv::index {
 namespace {
@@ -96,10 +97,11 @@ uint64_t LiveGraph::Search(const shm::SegmentView& view, const float* queries,
   TopK part(nq, k, out->metric);
   // Several queries (SearchBatch) spread over threads, as over the pieces;
   // the published copy is immutable, so readers share it.
+  const RowTable table(view, end);
 #pragma omp parallel for if (nq > 1) schedule(dynamic)
   for (size_t q = 0; q < nq; ++q) {
-    SearchGraph(g, view, queries + q * stride, k, ef, sel, &part.dist[q * k],
-                &part.rows[q * k]);
+    SearchGraphRows(g, table, queries + q * stride, k, ef, sel,
+                    &part.dist[q * k], &part.rows[q * k]);
   }
   out->Merge(part);
   return end;

@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "index/ann_index.h"
 #include "index/distance.h"
+#include "index/hnsw_search.h"
 
 namespace zv::index {
 namespace {
@@ -167,63 +168,6 @@ class NodeLocks {
   std::vector<omp_lock_t> locks_;
 };
 
-// Per-thread set of nodes a search has visited: open addressing with a
-// generation tag per slot (no clearing between searches). Sized by what a
-// search visits (about ef x 2M nodes), not by the piece, so many server
-// threads searching large pieces do not each hold a piece-sized array.
-class Visited {
- public:
-  void Reset() {
-    used_ = 0;
-    if (keys_.empty()) Allocate(1 << 13);
-    if (++tag_ == 0) {
-      std::fill(tags_.begin(), tags_.end(), 0);
-      tag_ = 1;
-    }
-  }
-  // True if `v` was visited already; marks it otherwise.
-  bool TestAndSet(uint32_t v) {
-    if (2 * (used_ + 1) > keys_.size()) Grow();
-    for (size_t h = Hash(v);; h = (h + 1) & mask_) {
-      if (tags_[h] != tag_) {
-        tags_[h] = tag_;
-        keys_[h] = v;
-        ++used_;
-        return false;
-      }
-      if (keys_[h] == v) return true;
-    }
-  }
-
- private:
-  // Fibonacci hashing: the product's high bits (low bits would collide for
-  // ids equal modulo the table size).
-  size_t Hash(uint32_t v) const {
-    return static_cast<size_t>((v * 0x9e3779b97f4a7c15ull) >> shift_);
-  }
-  void Allocate(size_t n) {  // n a power of two
-    keys_.assign(n, 0);
-    tags_.assign(n, 0);
-    mask_ = n - 1;
-    shift_ = 64 - std::countr_zero(n);
-  }
-  void Grow() {
-    std::vector<uint32_t> old;
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (tags_[i] == tag_) old.push_back(keys_[i]);
-    Allocate(keys_.size() * 2);
-    tag_ = 1;
-    used_ = 0;
-    for (uint32_t v : old) TestAndSet(v);
-  }
-  std::vector<uint32_t> keys_, tags_;
-  uint32_t tag_ = 0;
-  size_t used_ = 0, mask_ = 0;
-  int shift_ = 64;
-};
-
-using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
-
 }  // namespace
 
 void SetPieceOptions(const PieceOptions& options) {
@@ -240,6 +184,7 @@ RowTable::RowTable(const shm::SegmentView& view, uint64_t rows)
     : rpe_(view.info().rows_per_extent),
       stride_(view.info().row_stride),
       rows_(rows) {
+  rpe_shift_ = std::has_single_bit(rpe_) ? std::countr_zero(rpe_) : -1;
   // Blocks(rows) ends at row `rows`: every block but the last is a whole
   // extent.
   for (const shm::RowBlock& b : view.Blocks(rows)) {
@@ -475,87 +420,8 @@ StatusOr<std::shared_ptr<const Piece>> Piece::Open(
 void SearchGraph(const GraphRef& g, const shm::SegmentView& view,
                  const float* query, int k, int ef,
                  const faiss::IDSelector* sel, float* dist, int64_t* rows) {
-  const float worst = g.ip ? -std::numeric_limits<float>::infinity()
-                           : std::numeric_limits<float>::infinity();
-  for (int i = 0; i < k; ++i) dist[i] = worst, rows[i] = -1;
-  if (g.entry_point < 0 || static_cast<uint64_t>(g.entry_point) >= g.nodes)
-    return;
-  ef = std::max(ef, k);
-  const uint64_t begin = g.begin, nodes = g.nodes;
-  const size_t stride = g.stride;
-  const int32_t* cum = g.cum;
-  const uint64_t* offsets = g.offsets;
-  const int32_t* neighbors = g.neighbors;
-  // Internal distances: smaller is closer (IP negated).
-  auto d = [&](int32_t v) {
-    const float* r = view.Row(begin + v);
-    return g.ip ? -InnerProduct16(query, r, stride) : L2Sqr16(query, r, stride);
-  };
-  auto member = [&](int32_t v) {
-    return sel == nullptr || sel->is_member(static_cast<int64_t>(begin + v));
-  };
-  // Greedy descent through the upper layers.
-  int32_t cur = g.entry_point;
-  float dcur = d(cur);
-  for (int l = g.max_level; l >= 1; --l) {
-    for (bool moved = true; moved;) {
-      moved = false;
-      const uint64_t o = offsets[cur];
-      for (uint64_t j = o + cum[l]; j < o + cum[l + 1]; ++j) {
-        const int32_t v = neighbors[j];
-        if (v < 0) break;
-        if (static_cast<uint64_t>(v) >= nodes) continue;
-        const float dv = d(v);
-        if (dv < dcur) cur = v, dcur = dv, moved = true;
-      }
-    }
-  }
-  // Beam search on layer 0: candidates by closeness, results (members only)
-  // bounded at ef, farthest on top.
-  thread_local Visited visited;
-  visited.Reset();
-  std::priority_queue<Scored, std::vector<Scored>, std::greater<Scored>> cand;
-  std::priority_queue<Scored> best;
-  visited.TestAndSet(cur);
-  cand.emplace(dcur, cur);
-  if (member(cur)) best.emplace(dcur, cur);
-  const size_t cap = static_cast<size_t>(ef);
-  thread_local std::vector<int32_t> fresh;
-  while (!cand.empty()) {
-    const auto [dc, c] = cand.top();
-    if (best.size() >= cap && dc > best.top().first) break;
-    cand.pop();
-    // Unvisited neighbours first, their rows prefetched, then the distances:
-    // the row fetches overlap instead of each stalling its dot product.
-    const int32_t* links = neighbors + offsets[c];
-    fresh.clear();
-    for (int j = 0; j < cum[1]; ++j) {
-      const int32_t v = links[j];
-      if (v < 0) break;
-      // A live graph's nodes past `nodes` are rows this search may not read.
-      if (static_cast<uint64_t>(v) >= nodes || visited.TestAndSet(v)) continue;
-      fresh.push_back(v);
-      const char* r = reinterpret_cast<const char*>(view.Row(begin + v));
-      __builtin_prefetch(r);
-      __builtin_prefetch(r + 64);
-    }
-    for (const int32_t v : fresh) {
-      const float dv = d(v);
-      if (best.size() < cap || dv < best.top().first) {
-        cand.emplace(dv, v);
-        if (member(v)) {
-          best.emplace(dv, v);
-          if (best.size() > cap) best.pop();
-        }
-      }
-    }
-  }
-  while (best.size() > static_cast<size_t>(k)) best.pop();
-  for (int i = static_cast<int>(best.size()) - 1; i >= 0; --i) {
-    dist[i] = g.ip ? -best.top().first : best.top().first;
-    rows[i] = static_cast<int64_t>(begin) + best.top().second;
-    best.pop();
-  }
+  const RowTable table(view, g.begin + g.nodes);
+  SearchGraphRows(g, table, query, k, ef, sel, dist, rows);
 }
 
 GraphRef Piece::graph() const {
@@ -567,6 +433,12 @@ void Piece::Search(const shm::SegmentView& view, const float* query, int k,
                    int ef, const faiss::IDSelector* sel, float* dist,
                    int64_t* rows) const {
   SearchGraph(graph(), view, query, k, ef, sel, dist, rows);
+}
+
+void Piece::Search(const RowTable& table, const float* query, int k, int ef,
+                   const faiss::IDSelector* sel, float* dist,
+                   int64_t* rows) const {
+  SearchGraphRows(graph(), table, query, k, ef, sel, dist, rows);
 }
 
 Piece::Graph Piece::CopyGraph() const {
@@ -693,14 +565,22 @@ StatusOr<uint64_t> SearchPieces(const PieceList& list,
                                 uint64_t limit, TopK* out) {
   const size_t stride = view.info().row_stride;
   const int k = out->k;
+  uint64_t reach = 0;  // the rows the searched pieces read
+  for (const auto& p : list.pieces) {
+    if (p->end() > limit || p->begin() != reach) break;
+    reach = p->end();
+  }
+  if (reach == 0) return uint64_t{0};
+  // Row pointers once per call, not a segment lookup per distance.
+  const RowTable table(view, reach);
   uint64_t covered = 0;
   TopK part(nq, k, out->metric);
   for (const auto& p : list.pieces) {
-    if (p->end() > limit || p->begin() != covered) break;
+    if (p->end() > reach) break;
       // Several queries (SearchBatch) spread over threads; one runs inline.
 #pragma omp parallel for if (nq > 1) schedule(dynamic)
     for (size_t q = 0; q < nq; ++q) {
-      p->Search(view, queries + q * stride, k, ef, sel, &part.dist[q * k],
+      p->Search(table, queries + q * stride, k, ef, sel, &part.dist[q * k],
                 &part.rows[q * k]);
     }
     out->Merge(part);

@@ -93,6 +93,12 @@ struct PieceOptions {
   // Rows past the live graph (scanned exactly by every search) above which
   // writes wait for the inserter (AnnIndex::AdmitWrite).
   uint64_t max_backlog = 2048;
+  // When a collection is sealed (Collection::FinishIndexing, the end of a
+  // bulk `zerovec build`), merge every piece into one graph: one graph over N
+  // rows answers several times faster than pieces over the same rows at the
+  // same recall (each piece is a search of its own; bench/RESULTS.md). Costs
+  // the merge (inserting all but the first piece's rows again) at seal time.
+  bool merge_to_one = false;
 };
 
 // Options for HNSW indexes opened from now on in this process (tests and
@@ -108,6 +114,7 @@ class RowTable {
   RowTable() = default;
   RowTable(const shm::SegmentView& view, uint64_t rows);
   uint64_t rows() const { return rows_; }
+  size_t stride() const { return stride_; }
   const float* Row(uint64_t r) const {
     const size_t b = Block(r);
     return bases_[b] + (r - firsts_[b]) * stride_;
@@ -123,7 +130,11 @@ class RowTable {
   // growing ones are scanned, the rest found by division.
   size_t Block(uint64_t r) const {
     if (r >= fixed_first_row_) {
-      return fixed_first_block_ + (r - fixed_first_row_) / rpe_;
+      // rows_per_extent is a power of two by default: a shift, not a divide
+      // (this runs for every row an HNSW search reads).
+      const uint64_t rel = r - fixed_first_row_;
+      return fixed_first_block_ +
+             (rpe_shift_ >= 0 ? rel >> rpe_shift_ : rel / rpe_);
     }
     size_t b = 0;
     while (r >= firsts_[b] + counts_[b]) ++b;
@@ -132,6 +143,7 @@ class RowTable {
   std::vector<const float*> bases_;
   std::vector<uint64_t> firsts_, counts_;
   uint64_t rpe_ = 1, stride_ = 0, rows_ = 0;
+  int rpe_shift_ = 0;  // log2(rpe_), or -1 if rpe_ is no power of two
   uint64_t fixed_first_row_ = 0;  // first row of the first full-size extent
   size_t fixed_first_block_ = 0;
 };
@@ -214,6 +226,9 @@ class Piece {
   // best first, into dist/rows (k entries, row -1 pads). `view` must hold
   // rows [begin, end) (the caller holds the collection's lock).
   void Search(const shm::SegmentView& view, const float* query, int k, int ef,
+              const faiss::IDSelector* sel, float* dist, int64_t* rows) const;
+  // The same through a row table holding rows [begin, end) (one per batch).
+  void Search(const RowTable& table, const float* query, int k, int ef,
               const faiss::IDSelector* sel, float* dist, int64_t* rows) const;
 
   // The graph as faiss keeps it (to continue building from it in a merge).

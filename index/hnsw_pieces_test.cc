@@ -428,6 +428,63 @@ TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
   EXPECT_EQ((*hits)[0][0].id, IdOf(999));
 }
 
+// PieceOptions::merge_to_one: sealing merges every piece into one graph, which
+// answers as the pieces did (recall as good, the same top hits).
+TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
+  PieceOptions o;
+  o.interval = kInterval;
+  o.merge_to_one = true;
+  SetPieceOptions(o);
+  constexpr size_t kRows = 2000, kQueries = 60;
+  data_ = testing::ClusteredVectors(kRows + kQueries, kDim, 30, 43);
+  auto c = Create(shm::Metric::kInnerProduct);
+  Add(*c, 0, kRows);
+  ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
+  ASSERT_GE(Impl(*c).IndexPieces(), 2u);
+  const std::vector<float> base(data_.begin(), data_.begin() + kRows * kDim);
+  auto search = [&](std::vector<std::string>* ids) {
+    size_t hits = 0;
+    ids->clear();
+    for (size_t q = 0; q < kQueries; ++q) {
+      const std::span<const float> query(&data_[(kRows + q) * kDim], kDim);
+      SearchOptions so;
+      so.k = 10;
+      so.ef_search = 64;
+      auto r = c->Search(query, so);
+      EXPECT_TRUE(r.ok());
+      if (!r.ok()) return 0.0;
+      const auto truth = testing::BruteForce(base, kDim, query.data(), 10,
+                                             shm::Metric::kInnerProduct, {});
+      for (const Hit& h : (*r)[0]) {
+        ids->push_back(h.id);
+        for (const auto& t : truth) hits += h.id == IdOf(t.index);
+      }
+    }
+    return static_cast<double>(hits) / (kQueries * 10);
+  };
+  std::vector<std::string> before, after;
+  const double recall_pieces = search(&before);
+  ASSERT_TRUE(c->FinishIndexing(1).ok());  // one thread: TSan cannot see OpenMP
+  EXPECT_EQ(Impl(*c).IndexPieces(), 1u);
+  EXPECT_EQ(Impl(*c).IndexedRows(), kRows);
+  const double recall_one = search(&after);
+  std::printf("recall@10: pieces %.4f, merged %.4f\n", recall_pieces,
+              recall_one);
+  EXPECT_GE(recall_one, 0.95);
+  EXPECT_GE(recall_one, recall_pieces - 0.02);
+  size_t same = 0;
+  for (size_t i = 0; i < std::min(before.size(), after.size()); ++i)
+    same += before[i] == after[i];
+  EXPECT_GE(static_cast<double>(same), 0.9 * before.size());
+  // Reopened, the collection maps the one graph (no rebuild).
+  c.reset();
+  Open();
+  auto reopened = db_->GetCollection("c");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(Impl(**reopened).IndexPieces(), 1u);
+  SmallPieces();
+}
+
 // A damaged piece is dropped with every later one (coverage stays a prefix)
 // and rebuilt; searches stay exact meanwhile. A damaged manifest likewise.
 TEST_F(HnswPiecesTest, DamagedPieceOrManifestIsDroppedAndRebuilt) {

@@ -7,16 +7,29 @@
 # 50 % of the rows against the exact filtered scan. Then, time permitting,
 # the graph-quality bisect at 1M (one faiss add vs the in-place storage).
 #
-# Here (a CPU bundle of two programs, ~15 MiB; the model left out):
-#   tools/bundle.sh --no-python --out dist/zerovec-hnsw //bench:index_bench //bench:hnsw_bisect
+# Here (a CPU bundle of three programs, ~15 MiB; the model left out):
+#   tools/bundle.sh --no-python --out dist/zerovec-hnsw //bench:index_bench \
+#     //bench:hnsw_bisect //bench:hnsw_search_bench
 #   mkdir -p .device-hnsw && tar -cJf .device-hnsw/zerovec-hnsw.tar.xz \
 #     --exclude=share/zerovec/models -C dist zerovec-hnsw
-# There (carry .device-hnsw):
-#   bash bench/gpu/hnsw_1m_device.sh [DEADLINE_S=530]
-# Environment: ROWS (1000000), QUERIES (500), EFC (100), STEPS (default
-# "synth bisect"; also "efc" (EFCS="64 200"), "realmake" (makes REAL from
-# .device-hnsw/passages.txt.xz on the GPU) and "real" with REAL=DIR holding
-# base.npy + queries.npy from bench/realembed). Logs and summary.txt in $OUT.
+# There (carry .device-hnsw; one step or two a call, each call <= 580 s):
+#   STEPS=one bash bench/gpu/hnsw_1m_device.sh 560
+#   STEPS=synth bash bench/gpu/hnsw_1m_device.sh 560
+#   STEPS="graph efc" bash bench/gpu/hnsw_1m_device.sh 560
+# Steps (STEPS, default "one"):
+#   one    bench/hnsw_search_bench: ZeroVec (pieces, then sealed with
+#          merge_to_one into one graph) vs faiss IndexHNSWFlat vs hnswlib at
+#          matched recall 0.90/0.95/0.99: latency, QPS, build, memory (~420 s)
+#   synth  bench/index_bench with --filter: the collection path, namespace
+#          filters keeping 1/10/50 % (~500 s; MERGE=1 seals into one graph)
+#   graph  bench/hnsw_bisect: graph quality at 1M (alias: bisect)
+#   efc    the piece build at EFCS ("64 200")
+#   realmake  makes REAL from .device-hnsw/passages.txt.xz on the GPU (needs
+#          a --cuda bundle with //bench:embed_corpus_bench)
+#   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
+#          bench/realembed), merge_to_one as in "one"
+# Environment: ROWS (1000000), QUERIES (500), EFC (100), INTERVAL (20000),
+# BATCH (10000). Logs and summary.txt in $OUT.
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-530}
@@ -38,14 +51,23 @@ T=$(nproc)
 } | tee "$SUM"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$T
 # The summary: every markdown table row and the lines naming pieces/files.
-STEP_GREP='^\||pieces|vectors from|generating|HNSW M|progress:'
+STEP_GREP='^\||pieces|vectors from|generating|HNSW M|progress:| vs |rows x'
 STEP_LINES=130
-for s in ${STEPS:-synth bisect}; do
+INTERVAL=${INTERVAL:-20000}
+BATCH=${BATCH:-10000}
+for s in ${STEPS:-one}; do
   case $s in
+    one)
+      # The matched-recall comparison: ZeroVec's pieces as loaded, then the
+      # same index sealed with merge_to_one (one graph), against both peers.
+      step one_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
+        --queries="$QUERIES" --efc="$EFC" --threads="$T" \
+        --interval="$INTERVAL" --batch="$BATCH" --merge_to_one --pieces_too ;;
     synth)
-      step synth_1m 500 "$B/bin/index_bench" --rows="$ROWS" \
+      step synth_1m 540 "$B/bin/index_bench" --rows="$ROWS" \
         --queries="$QUERIES" --flat_queries=50 --filter --efc="$EFC" \
-        --threads="$T" ;;
+        --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
+        ${MERGE:+--merge_to_one} ;;
     realmake)
       # The real-embedding set made in this call (needs a --cuda bundle
       # holding //bench:embed_corpus_bench and .device-hnsw/passages.txt.xz,
@@ -60,10 +82,11 @@ for s in ${STEPS:-synth bisect}; do
         bash bench/realembed/make_realembed.sh "$REAL" "$ROWS" "$QUERIES" ;;
     real)
       [[ -n ${REAL:-} ]] || continue
-      step real 300 "$B/bin/index_bench" --base="$REAL/base.npy" \
+      step real 400 "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
-        --flat_queries=50 --filter --efc="$EFC" --threads="$T" ;;
-    bisect)
+        --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
+        --merge_to_one ;;
+    graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
       # 10,000 rows (the 2026-12-02 path): the graph-quality gap at 1M.

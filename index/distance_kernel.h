@@ -1,0 +1,67 @@
+// The distance loop shared by every ISA: an always-inline body that takes the
+// instruction set of the function it is inlined into (AVX-512, AVX2+FMA or
+// the portable baseline), so a caller compiled for a target gets the kernel
+// inlined without a call or a dispatch per distance. Rows and padded queries
+// are a multiple of 16 floats (zero padded), so there is no tail loop.
+#ifndef ZEROVEC_INDEX_DISTANCE_KERNEL_H_
+#define ZEROVEC_INDEX_DISTANCE_KERNEL_H_
+
+#include <cstddef>
+#include <cstring>
+
+namespace zv::index::kernel {
+
+// 16 floats: one zmm register under AVX-512, two ymm under AVX2.
+typedef float V16 __attribute__((vector_size(64)));
+
+// By reference, never by value: a 64-byte vector passed or returned by value
+// has a different ABI with and without AVX-512 (gcc -Wpsabi).
+__attribute__((always_inline)) inline void Load16(V16& v, const float* p) {
+  std::memcpy(&v, p, sizeof(v));
+}
+
+__attribute__((always_inline)) inline float Sum16(const V16& v) {
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += v[i];
+  return s;
+}
+
+// Inner product (kL2 false) or squared L2 distance of a and b, d floats (a
+// multiple of 16). Two accumulators: two FMA chains in flight.
+template <bool kL2>
+__attribute__((always_inline)) inline float Distance(const float* a,
+                                                     const float* b, size_t d) {
+  V16 s0 = {}, s1 = {}, x, y, u, w;
+  size_t i = 0;
+  for (; i + 32 <= d; i += 32) {
+    Load16(x, a + i);
+    Load16(y, a + i + 16);
+    Load16(u, b + i);
+    Load16(w, b + i + 16);
+    if constexpr (kL2) {
+      x -= u;
+      y -= w;
+      s0 += x * x;
+      s1 += y * y;
+    } else {
+      s0 += x * u;
+      s1 += y * w;
+    }
+  }
+  if (i < d) {
+    Load16(x, a + i);
+    Load16(u, b + i);
+    if constexpr (kL2) {
+      x -= u;
+      s0 += x * x;
+    } else {
+      s0 += x * u;
+    }
+  }
+  s0 += s1;
+  return Sum16(s0);
+}
+
+}  // namespace zv::index::kernel
+
+#endif  // ZEROVEC_INDEX_DISTANCE_KERNEL_H_
