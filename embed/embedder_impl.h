@@ -13,7 +13,9 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -72,6 +74,29 @@ struct Job {
   // Set: a piece of a split job, which is told instead of `done`.
   std::shared_ptr<SplitJob> split;
 };
+
+// A job over the caller's texts (EmbedInto and the span Submit borrow them).
+inline std::unique_ptr<Job> BorrowingJob(
+    std::span<const std::string_view> texts, std::span<float* const> out_rows,
+    EmbedReport* report) {
+  auto job = std::make_unique<Job>();
+  job->texts.assign(texts.begin(), texts.end());
+  job->rows.assign(out_rows.begin(), out_rows.end());
+  job->report = report;
+  return job;
+}
+
+// A job that owns its texts (Submit of a vector: the caller may free its own).
+inline std::unique_ptr<Job> OwningJob(std::vector<std::string> texts,
+                                      std::vector<float*> out_rows,
+                                      EmbedReport* report) {
+  auto job = std::make_unique<Job>();
+  job->owned = std::move(texts);
+  job->texts.assign(job->owned.begin(), job->owned.end());
+  job->rows = std::move(out_rows);
+  job->report = report;
+  return job;
+}
 
 // Why a job cannot run (mismatched sizes, a null row); OK otherwise.
 inline Status CheckJob(const Job& job) {
@@ -368,32 +393,19 @@ class EmbedderImpl : public Embedder {
   Status EmbedInto(std::span<const std::string_view> texts,
                    std::span<float* const> out_rows,
                    EmbedReport* report) override {
-    auto job = std::make_unique<Job>();
-    job->texts.assign(texts.begin(), texts.end());
-    job->rows.assign(out_rows.begin(), out_rows.end());
-    job->report = report;
-    return Dispatch(std::move(job)).get();
+    return Dispatch(BorrowingJob(texts, out_rows, report)).get();
   }
 
   std::future<Status> Submit(std::vector<std::string> texts,
                              std::vector<float*> out_rows,
                              EmbedReport* report) override {
-    auto job = std::make_unique<Job>();
-    job->owned = std::move(texts);
-    job->texts.assign(job->owned.begin(), job->owned.end());
-    job->rows = std::move(out_rows);
-    job->report = report;
-    return Dispatch(std::move(job));
+    return Dispatch(OwningJob(std::move(texts), std::move(out_rows), report));
   }
 
   std::future<Status> Submit(std::span<const std::string_view> texts,
                              std::span<float* const> out_rows,
                              EmbedReport* report) override {
-    auto job = std::make_unique<Job>();
-    job->texts.assign(texts.begin(), texts.end());
-    job->rows.assign(out_rows.begin(), out_rows.end());
-    job->report = report;
-    return Dispatch(std::move(job));
+    return Dispatch(BorrowingJob(texts, out_rows, report));
   }
 
   std::vector<std::string_view> SplitToWindows(

@@ -14,9 +14,11 @@
 namespace zv::embed {
 namespace {
 
+using internal::BorrowingJob;
 using internal::CheckJob;
 using internal::EmbedderImpl;
 using internal::Job;
+using internal::OwningJob;
 using internal::Ready;
 using internal::SplitJob;
 
@@ -78,22 +80,13 @@ class MultiEmbedder : public Embedder {
   std::future<Status> Submit(std::vector<std::string> texts,
                              std::vector<float*> out_rows,
                              EmbedReport* report) override {
-    auto job = std::make_unique<Job>();
-    job->owned = std::move(texts);
-    job->texts.assign(job->owned.begin(), job->owned.end());
-    job->rows = std::move(out_rows);
-    job->report = report;
-    return Route(std::move(job));
+    return Route(OwningJob(std::move(texts), std::move(out_rows), report));
   }
 
   std::future<Status> Submit(std::span<const std::string_view> texts,
                              std::span<float* const> out_rows,
                              EmbedReport* report) override {
-    auto job = std::make_unique<Job>();
-    job->texts.assign(texts.begin(), texts.end());
-    job->rows.assign(out_rows.begin(), out_rows.end());
-    job->report = report;
-    return Route(std::move(job));
+    return Route(BorrowingJob(texts, out_rows, report));
   }
 
   std::vector<std::string_view> SplitToWindows(
