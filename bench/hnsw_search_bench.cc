@@ -44,7 +44,7 @@ namespace zv::index {
 namespace {
 
 constexpr int kK = 10;
-constexpr int kEfSweep[] = {10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512};
+constexpr int kEfSweep[] = {10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 160, 192, 256, 512};
 constexpr double kTargets[] = {0.90, 0.95, 0.99};
 
 struct Flags {

@@ -345,7 +345,8 @@ class HnswWriterIndex : public AnnIndex {
 
   // Every piece and the tail into one graph (PieceOptions::merge_to_one),
   // after any merge the builder runs (the builder waits meanwhile: merging_).
-  // The graph grows from the first piece's; every later row is inserted.
+  // Built anew over every row, levels first (PieceOptions::merge_to_one says
+  // why it does not grow the first piece's graph).
   // Caller holds step_mu_ (the inserter writes no piece meanwhile).
   Status MergeToOne(const RowTable& rows, const LiveGraph& live, int threads) {
     std::unique_lock<std::mutex> l(mu_);
@@ -364,7 +365,7 @@ class HnswWriterIndex : public AnnIndex {
     for (const auto& p : list->pieces) replaced.push_back(p->serial());
     auto piece =
         BuildPiece(dir_, serial, view_.info(), rows, m_, efc(), 0, rows.rows(),
-                   list->pieces.front().get(), &stop_flag_, threads);
+                   /*base=*/nullptr, &stop_flag_, threads);
     Status s = piece.ok() ? Publish(std::move(piece).value(), replaced)
                           : piece.status();
     l.lock();
