@@ -98,9 +98,9 @@ struct PieceOptions {
   // rows answers several times faster than pieces over the same rows at the
   // same recall (each piece is a search of its own; bench/RESULTS.md). Costs
   // one build of every row at seal time: the graph is built anew, levels
-  // first, not grown from the first piece's (grown, a 1M graph lost ~0.005
-  // recall at ef 128 to faiss's one add: the later rows' upper levels come
-  // after the first piece's level 0, bench/RESULTS.md 2026-12-06).
+  // first, not grown from the first piece's (grown, a 1M graph lost 0.003-0.006
+  // recall at ef 128 to faiss's and hnswlib's: the later rows' upper levels
+  // come after the first piece's level 0, bench/RESULTS.md 2026-12-06).
   bool merge_to_one = false;
 };
 
