@@ -44,7 +44,8 @@ namespace zv::index {
 namespace {
 
 constexpr int kK = 10;
-constexpr int kEfSweep[] = {10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 160, 192, 256, 512};
+constexpr int kEfSweep[] = {10, 12, 16,  20,  24,  32,  48,
+                            64, 96, 128, 160, 192, 256, 512};
 constexpr double kTargets[] = {0.90, 0.95, 0.99};
 
 struct Flags {
@@ -247,7 +248,7 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
     if (!f.merge_to_one) {
       // Sealed without merging: the tail becomes a piece.
       e.build_s += Seconds([&] {
-        if (!ann->Flush().ok()) std::abort();
+        if (!ann->Flush(/*one_graph=*/false).ok()) std::abort();
       });
       e.name = "ZeroVec HNSW" + std::to_string(f.m) + " (in place, " +
                std::to_string(ann->PieceCount()) + " pieces, sealed)";
@@ -262,7 +263,7 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
   if (f.merge_to_one) {
     const size_t pieces = ann->PieceCount();
     const double seal_s = Seconds([&] {
-      if (!ann->Flush().ok()) std::abort();
+      if (!ann->Flush(/*one_graph=*/true).ok()) std::abort();
     });
     Engine e{"ZeroVec HNSW" + std::to_string(f.m) +
              " (in place, merge_to_one: " + std::to_string(ann->PieceCount()) +

@@ -148,7 +148,7 @@ int Run(const Flags& f) {
     auto c = (*db)->CreateCollection(on ? "lexical" : "dense", o);
     if (!c.ok()) return 1;
     rate[on] = Ingest(**c, words, f.rows);
-    (void)(*c)->FinishIndexing(0);
+    (void)(*c)->FinishIndexing(0, /*one_graph=*/false);
     if (on) lexical = *c;
     std::fprintf(stderr, "ingested %zu rows, lexical %s: %.0f rows/s\n", f.rows,
                  on ? "on" : "off", rate[on]);

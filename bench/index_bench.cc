@@ -306,7 +306,9 @@ std::shared_ptr<Collection> BuildCollection(Database& db,
     std::abort();
   // Sealed (as `zerovec build` ends): the tail becomes a piece and, with
   // merge_to_one, every piece one graph.
-  if (seal && !(*c)->FinishIndexing(omp_get_max_threads()).ok()) std::abort();
+  if (seal &&
+      !(*c)->FinishIndexing(omp_get_max_threads(), /*one_graph=*/false).ok())
+    std::abort();
   return *c;
 }
 

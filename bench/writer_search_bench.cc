@@ -119,7 +119,7 @@ int Main(std::map<std::string, std::string> flags) {
   }
   next = rows;
   const auto t0 = Clock::now();
-  if (!(*c)->FinishIndexing(0).ok()) return 1;
+  if (!(*c)->FinishIndexing(0, /*one_graph=*/false).ok()) return 1;
   std::printf("%zu rows x %u, pieces built in %.1f s (1 build thread)\n", rows,
               kDim, std::chrono::duration<double>(Clock::now() - t0).count());
   for (bool writer : {false, true}) {

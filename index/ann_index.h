@@ -63,9 +63,10 @@ class AnnIndex {
   // merge); true if idle. For tests and benchmarks.
   virtual bool WaitIdle(std::chrono::milliseconds timeout) { return true; }
   // Indexes every committed row durably now (HNSW: the tail becomes a
-  // piece), with the build threads; for the end of a bulk load, so a server
-  // starts with nothing to build. Call when WaitIdle returned true.
-  virtual Status Flush() { return OkStatus(); }
+  // piece; with `one_graph`, every piece and the tail become one graph), with
+  // the build threads; for the end of a bulk load, so a server starts with
+  // nothing to build. Call when WaitIdle returned true.
+  virtual Status Flush(bool one_graph) { return OkStatus(); }
   // Threads a background build may use from its next build on (0: as
   // configured).
   virtual void SetBuildThreads(int threads) {}

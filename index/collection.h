@@ -324,7 +324,12 @@ class Collection {
   // thread) has caught up with the committed rows, letting it use `threads`
   // threads meanwhile (0: as configured). Writers wait too; searches do not.
   // For the end of a bulk load, so a server starts with the index built.
-  virtual Status FinishIndexing(int threads) { return OkStatus(); }
+  // `one_graph` (HNSW): seal every piece and the tail into one graph, built
+  // anew (searches several times faster than pieces at the same recall;
+  // costs one graph build; later writes grow new pieces again).
+  virtual Status FinishIndexing(int threads, bool one_graph) {
+    return OkStatus();
+  }
 };
 
 // GPU search (issue 13): each collection whose rows fit the memory budget gets

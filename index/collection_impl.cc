@@ -82,14 +82,14 @@ bool CollectionImpl::WaitIndexIdle(std::chrono::milliseconds timeout) {
   return !g_->ann || g_->ann->WaitIdle(timeout);
 }
 
-Status CollectionImpl::FinishIndexing(int threads) {
+Status CollectionImpl::FinishIndexing(int threads, bool one_graph) {
   std::lock_guard<std::mutex> writer_lock(write_mu_);  // no Compact meanwhile
   ZV_RETURN_IF_ERROR(CheckAlive());
   if (!g_->ann) return OkStatus();
   if (threads > 0) g_->ann->SetBuildThreads(threads);
   while (!g_->ann->WaitIdle(std::chrono::minutes(10))) {
   }
-  Status flushed = g_->ann->Flush();
+  Status flushed = g_->ann->Flush(one_graph);
   g_->ann->SetBuildThreads(0);
   return flushed;
 }

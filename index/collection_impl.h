@@ -76,7 +76,7 @@ class CollectionImpl : public Collection {
   StatusOr<CompactionResult> Compact() override;
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
-  Status FinishIndexing(int threads) override;
+  Status FinishIndexing(int threads, bool one_graph) override;
 
   // After DropCollection: every call fails NOT_FOUND, nothing is saved.
   void MarkDropped();

@@ -243,13 +243,14 @@ class HnswWriterIndex : public AnnIndex {
     return idle_cv_.wait_for(l, timeout, [&] { return Idle(); });
   }
 
-  Status Flush() override {
+  Status Flush(bool one_graph) override {
     std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
     const auto [rows, live, threads] = TailSnapshot();
     if (Recovering(*live)) return OkStatus();
     // merge_to_one: the pieces and the tail in one build (the tail's rows are
     // not built twice, as a tail piece and again in the merge).
-    if (options_.merge_to_one) return MergeToOne(rows, *live, threads);
+    if (one_graph || options_.merge_to_one)
+      return MergeToOne(rows, *live, threads);
     if (rows.rows() == live->begin()) return OkStatus();
     return BuildTailPiece(rows, *live, threads);
   }

@@ -418,8 +418,9 @@ TEST_F(HnswPiecesTest, ReopenedTailIsIndexedWhileWritesContinue) {
 TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
   data_ = testing::ClusteredVectors(1000, kDim, 30, 41);
   auto c = Create(shm::Metric::kL2);
-  Add(*c, 0, 1000);                        // 2.5 intervals: pieces plus a tail
-  ASSERT_TRUE(c->FinishIndexing(1).ok());  // one thread: TSan cannot see OpenMP
+  Add(*c, 0, 1000);  // 2.5 intervals: pieces plus a tail
+  // One thread: TSan cannot see OpenMP.
+  ASSERT_TRUE(c->FinishIndexing(1, /*one_graph=*/false).ok());
   EXPECT_EQ(Impl(*c).IndexedRows(), 1000u);
   SearchOptions o;
   o.k = 1;
@@ -428,13 +429,10 @@ TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
   EXPECT_EQ((*hits)[0][0].id, IdOf(999));
 }
 
-// PieceOptions::merge_to_one: sealing merges every piece into one graph, which
-// answers as the pieces did (recall as good, the same top hits).
+// FinishIndexing(one_graph), what `zerovec build` does (or PieceOptions::
+// merge_to_one): sealing merges every piece into one graph, which answers as
+// the pieces did (recall as good, the same top hits).
 TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
-  PieceOptions o;
-  o.interval = kInterval;
-  o.merge_to_one = true;
-  SetPieceOptions(o);
   constexpr size_t kRows = 2000, kQueries = 60;
   data_ = testing::ClusteredVectors(kRows + kQueries, kDim, 30, 43);
   auto c = Create(shm::Metric::kInnerProduct);
@@ -464,7 +462,8 @@ TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
   };
   std::vector<std::string> before, after;
   const double recall_pieces = search(&before);
-  ASSERT_TRUE(c->FinishIndexing(1).ok());  // one thread: TSan cannot see OpenMP
+  // One thread: TSan cannot see OpenMP.
+  ASSERT_TRUE(c->FinishIndexing(1, /*one_graph=*/true).ok());
   EXPECT_EQ(Impl(*c).IndexPieces(), 1u);
   EXPECT_EQ(Impl(*c).IndexedRows(), kRows);
   const double recall_one = search(&after);

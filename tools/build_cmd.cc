@@ -77,7 +77,8 @@ struct BuildPlan {
   bool vector_file = false;
   std::string model = "none";
   bool chunk_long = false;
-  bool lexical = false;  // --lexical: a lexical index (fixed at creation)
+  bool lexical = false;   // --lexical: a lexical index (fixed at creation)
+  bool one_graph = true;  // --hnsw-seal one-graph (default) or pieces
 };
 
 StatusOr<BuildPlan> PlanBuild(const Flags& flags,
@@ -114,6 +115,12 @@ StatusOr<BuildPlan> PlanBuild(const Flags& flags,
     ZV_ASSIGN_OR_RETURN(p.model, ResolveModelDir(flags));
     if (p.model.empty()) p.model = "none";
   }
+  const std::string seal = flags.Get("hnsw-seal", "one-graph");
+  if (seal != "one-graph" && seal != "pieces") {
+    return InvalidArgumentError(
+        "--hnsw-seal: expected one-graph or pieces, got \"" + seal + "\"");
+  }
+  p.one_graph = seal == "one-graph";
   p.chunk_long = flags.Has("chunk-long-texts");
   p.lexical = flags.Has("lexical");
   if (p.chunk_long && (p.vector_file || p.model == "none")) {
@@ -244,19 +251,24 @@ Status Ingest(const BuildPlan& p, Source& source, index::Collection& collection,
 }
 
 // HNSW pieces are built in the background during the load; the rest now, on
-// every core, so `serve` starts with the index rather than an exact tail.
-Status FinishHnsw(index::Collection& collection) {
+// every core, so `serve` starts with the index rather than an exact tail. By
+// default the pieces are then sealed into one graph: a bulk-loaded collection
+// is mostly searched, and one graph answers several times faster than pieces
+// at the same recall (bench/RESULTS.md, issue 21).
+Status FinishHnsw(index::Collection& collection, bool one_graph) {
   if (collection.Describe().index_descriptor.rfind("HNSW", 0) != 0) {
     return OkStatus();
   }
   const auto t0 = std::chrono::steady_clock::now();
   const unsigned cores = std::thread::hardware_concurrency();
-  if (Status idx = collection.FinishIndexing(cores > 0 ? int(cores) : 1);
+  if (Status idx =
+          collection.FinishIndexing(cores > 0 ? int(cores) : 1, one_graph);
       !idx.ok())
     return NotUsage(idx);
-  char line[64];
+  char line[96];
   std::snprintf(
-      line, sizeof(line), "build: HNSW pieces built in %.2f s\n",
+      line, sizeof(line), "build: HNSW %s in %.2f s\n",
+      one_graph ? "sealed into one graph" : "pieces built",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count());
   std::cerr << line;
@@ -304,7 +316,7 @@ Status Build(const Flags& flags, BuildStats* stats,
   if (!*more) return OkStatus();
   ZV_RETURN_IF_ERROR(Ingest(p, *source, *collection, embedder.get(), dim,
                             std::move(first), first_row, stats));
-  return FinishHnsw(*collection);
+  return FinishHnsw(*collection, p.one_graph);
 }
 
 }  // namespace
@@ -331,7 +343,7 @@ int RunBuild(const std::vector<std::string>& args) {
   auto flags = Flags::Parse(
       args,
       {"data", "collection", "input", "model", "index", "batch", "format",
-       "device", "devices", "ids", "inflight", "group", "threads"},
+       "device", "devices", "ids", "inflight", "group", "threads", "hnsw-seal"},
       {"chunk-long-texts", "lexical"});
   if (!flags.ok()) return Fail("build", flags.status(), true);
   BuildStats stats;

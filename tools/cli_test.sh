@@ -152,6 +152,18 @@ check "missing --collection" 2 $?
 check "bad --batch" 2 $?
 "$ZEROVEC" build --data data --collection ../up --input corpus.jsonl 2>err
 check "traversal collection name" 2 $?
+"$ZEROVEC" build --data data --collection h1 --input corpus.jsonl --model model --index hnsw --hnsw-seal many 2>err
+check "bad --hnsw-seal" 2 $?
+contains "bad --hnsw-seal named" err "expected one-graph or pieces"
+# An HNSW build ends sealed into one graph, or keeps its pieces if asked.
+"$ZEROVEC" build --data data --collection h1 --input corpus.jsonl --model model --index hnsw >out 2>err
+check "hnsw build" 0 $?
+contains "hnsw build sealed into one graph" err "build: HNSW sealed into one graph in"
+"$ZEROVEC" build --data data --collection h2 --input corpus.jsonl --model model --index hnsw --hnsw-seal pieces >out 2>err
+check "hnsw build, pieces kept" 0 $?
+contains "hnsw build keeps pieces" err "build: HNSW pieces built in"
+"$ZEROVEC" attach --data data --collection h1 --text "a river in a city" -k 1 --json --model model >out 2>err
+contains "sealed hnsw collection answers" out '"id":"river"'
 "$ZEROVEC" frobnicate 2>err
 check "unknown command" 2 $?
 "$ZEROVEC" 2>err

@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
           [--devices all|cuda:0,cuda:1,...|cpu]
           [--format auto|jsonl|text|npy|fvecs] [--ids FILE] [--batch N]
           [--inflight N] [--threads N] [--chunk-long-texts] [--lexical]
+          [--hnsw-seal one-graph|pieces]
           Loads a corpus in one pass: JSONL ({"id","text","namespace",
           "metadata","timestamp_ms"}, or "vector": [..] stored as given),
           plain text (a document a line), or .npy / .fvecs vectors (ids from
@@ -46,6 +47,10 @@ constexpr Command kCommands[] = {
           English-stemmed) index of the texts, for query/attach --mode
           lexical|hybrid. Off by default: it slows ingest and takes disk, and
           vector-only corpora have no text. Fixed at creation.
+          --hnsw-seal (HNSW collections): at the end, one-graph (default)
+          builds one graph over every row, several times faster to search
+          than the pieces the load built; pieces keeps them (a shorter build
+          for a collection that will keep taking writes).
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
