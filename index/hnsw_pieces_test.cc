@@ -433,10 +433,19 @@ TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
 // merge_to_one): sealing merges every piece into one graph, which answers as
 // the pieces did (recall as good, the same top hits).
 TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
+  // No tiered merges, and the load in two halves with the builder caught up
+  // between them: however its steps fall (a slow build takes the whole
+  // backlog as one piece), the seal has several pieces to merge.
+  PieceOptions o;
+  o.interval = kInterval;
+  o.merge_fanout = 1000;
+  SetPieceOptions(o);
   constexpr size_t kRows = 2000, kQueries = 60;
   data_ = testing::ClusteredVectors(kRows + kQueries, kDim, 30, 43);
   auto c = Create(shm::Metric::kInnerProduct);
-  Add(*c, 0, kRows);
+  Add(*c, 0, kRows / 2);
+  ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
+  Add(*c, kRows / 2, kRows / 2);
   ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
   ASSERT_GE(Impl(*c).IndexPieces(), 2u);
   const std::vector<float> base(data_.begin(), data_.begin() + kRows * kDim);
