@@ -404,7 +404,6 @@ int Main(Flags f) {
   po.build_threads = omp_get_max_threads();
   po.ef_construction = f.efc;
   po.interval = f.interval;
-  po.merge_to_one = f.merge_to_one;
   SetPieceOptions(po);
   Data d;
   if (!LoadData(&f, &d)) return 1;

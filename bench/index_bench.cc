@@ -11,7 +11,7 @@
 //   [--interval=N] [--batch=N] [--merge_to_one]
 // --interval: rows per HNSW piece (PieceOptions::interval); --batch: rows per
 // Upsert; --merge_to_one: the collection is sealed after the load and its
-// pieces merged into one graph (PieceOptions::merge_to_one), in the build time.
+// pieces merged into one graph (FinishIndexing's one_graph), in the build time.
 // --base/--query_file: vectors from .npy/.fvecs files (e.g. real embeddings,
 // bench/realembed/make_realembed.sh) instead of the synthetic clustered set;
 // --dump_npy=DIR writes the vectors used as DIR/base.npy and DIR/queries.npy
@@ -60,7 +60,7 @@ struct Flags {
   bool serial_insert = false;  // the live graph's pre-issue-21 8-row steps
   uint64_t interval = kDefaultPieceInterval;  // PieceOptions::interval
   size_t batch = 10000;                       // rows per Upsert
-  bool merge_to_one = false;  // PieceOptions::merge_to_one (seal at the end)
+  bool merge_to_one = false;                  // seal into one graph at the end
   size_t flat_queries = ~size_t{0};  // queries the exact scans are timed on
   size_t FlatQueries() const { return std::min(queries, flat_queries); }
 };
@@ -304,10 +304,9 @@ std::shared_ptr<Collection> BuildCollection(Database& db,
   // HNSW pieces build in the background: the build time includes them.
   if (!dynamic_cast<CollectionImpl&>(**c).WaitIndexIdle(std::chrono::hours(4)))
     std::abort();
-  // Sealed (as `zerovec build` ends): the tail becomes a piece and, with
-  // merge_to_one, every piece one graph.
+  // Sealed into one graph (as `zerovec build` ends by default).
   if (seal &&
-      !(*c)->FinishIndexing(omp_get_max_threads(), /*one_graph=*/false).ok())
+      !(*c)->FinishIndexing(omp_get_max_threads(), /*one_graph=*/true).ok())
     std::abort();
   return *c;
 }
@@ -486,7 +485,6 @@ int Main(Flags f) {
   po.ef_construction = f.efc;
   po.parallel_insert = !f.serial_insert;
   po.interval = f.interval;
-  po.merge_to_one = f.merge_to_one;
   SetPieceOptions(po);
   std::vector<float> data;
   if (!LoadData(&f, &data)) return 1;

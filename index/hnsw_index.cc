@@ -247,10 +247,9 @@ class HnswWriterIndex : public AnnIndex {
     std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
     const auto [rows, live, threads] = TailSnapshot();
     if (Recovering(*live)) return OkStatus();
-    // merge_to_one: the pieces and the tail in one build (the tail's rows are
+    // One graph: the pieces and the tail in one build (the tail's rows are
     // not built twice, as a tail piece and again in the merge).
-    if (one_graph || options_.merge_to_one)
-      return MergeToOne(rows, *live, threads);
+    if (one_graph) return MergeToOne(rows, *live, threads);
     if (rows.rows() == live->begin()) return OkStatus();
     return BuildTailPiece(rows, *live, threads);
   }
@@ -344,10 +343,12 @@ class HnswWriterIndex : public AnnIndex {
     }
   }
 
-  // Every piece and the tail into one graph (PieceOptions::merge_to_one),
-  // after any merge the builder runs (the builder waits meanwhile: merging_).
-  // Built anew over every row, levels first (PieceOptions::merge_to_one says
-  // why it does not grow the first piece's graph).
+  // Every piece and the tail into one graph (Flush's one_graph), after any
+  // merge the builder runs (the builder waits meanwhile: merging_). Built
+  // anew over every row, levels first, not grown from the first piece's:
+  // grown, a 1M graph lost 0.003-0.006 recall at ef 128 to faiss's and
+  // hnswlib's one add, as the later rows' upper levels came after the first
+  // piece's level 0 (bench/RESULTS.md, 2026-12-06).
   // Caller holds step_mu_ (the inserter writes no piece meanwhile).
   Status MergeToOne(const RowTable& rows, const LiveGraph& live, int threads) {
     std::unique_lock<std::mutex> l(mu_);
@@ -564,7 +565,7 @@ class HnswWriterIndex : public AnnIndex {
     if (replaced.empty()) next->pieces.push_back(piece);
     std::error_code ec;
     // A piece past the covered rows must start there, or replace the last
-    // pieces (merge_to_one): coverage stays a prefix.
+    // pieces (one graph): coverage stays a prefix.
     const bool extends = piece->end() > list->covered();
     if (dropped.size() != replaced.size() ||
         (replaced.empty() && piece->begin() != list->covered()) ||
@@ -585,7 +586,7 @@ class HnswWriterIndex : public AnnIndex {
       std::lock_guard<std::mutex> l(mu_);
       manifest_.version = m.version;
       manifest_.entries = m.entries;
-      // A tail piece, or a merge that took in the tail (merge_to_one): the
+      // A tail piece, or a merge that took in the tail (one graph): the
       // live graph restarts after it.
       if (piece->end() > list->covered() && live_->begin() == list->covered())
         live_ =

@@ -93,15 +93,6 @@ struct PieceOptions {
   // Rows past the live graph (scanned exactly by every search) above which
   // writes wait for the inserter (AnnIndex::AdmitWrite).
   uint64_t max_backlog = 2048;
-  // When a collection is sealed (Collection::FinishIndexing, the end of a
-  // bulk `zerovec build`), merge every piece into one graph: one graph over N
-  // rows answers several times faster than pieces over the same rows at the
-  // same recall (each piece is a search of its own; bench/RESULTS.md). Costs
-  // one build of every row at seal time: the graph is built anew, levels
-  // first, not grown from the first piece's (grown, a 1M graph lost 0.003-0.006
-  // recall at ef 128 to faiss's and hnswlib's: the later rows' upper levels
-  // come after the first piece's level 0, bench/RESULTS.md 2026-12-06).
-  bool merge_to_one = false;
 };
 
 // Options for HNSW indexes opened from now on in this process (tests and

@@ -429,9 +429,9 @@ TEST_F(HnswPiecesTest, FinishIndexingLeavesNoTail) {
   EXPECT_EQ((*hits)[0][0].id, IdOf(999));
 }
 
-// FinishIndexing(one_graph), what `zerovec build` does (or PieceOptions::
-// merge_to_one): sealing merges every piece into one graph, which answers as
-// the pieces did (recall as good, the same top hits).
+// FinishIndexing(one_graph), what `zerovec build` does: sealing merges every
+// piece into one graph, which answers as the pieces did (recall as good, the
+// same top hits).
 TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
   // No tiered merges, and the load in two halves with the builder caught up
   // between them: however its steps fall (a slow build takes the whole

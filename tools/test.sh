@@ -34,7 +34,7 @@ run_suite() {
   if [[ ! -s "$RESULTS.labels" ]]; then return; fi
   local flags=("${BAZEL_FLAGS[@]}")
   [[ $config == default ]] || flags+=(--config="$config")
-  echo "=== bazel test --config=$config ($(wc -l <"$RESULTS.labels") targets)"
+  echo "=== bazel test, $config build ($(wc -l <"$RESULTS.labels") targets)"
   bazel test "${flags[@]}" $(cat "$RESULTS.labels") || status=$?
   local testlogs
   testlogs=$(bazel info "${flags[@]}" bazel-testlogs 2>/dev/null)

@@ -84,10 +84,13 @@ builds() {
       grep -E "^build: (stored|device|embedder)|error" | sed "s/^/$name: /"
   done
   # The same answers from every build: the top 10 of a few queries, as (id,
-  # score) per build. The corpus repeats each text (DOCS > its 5000 glosses),
-  # so equal scores may come back under other ids of the same text: a build
-  # agrees when its ids are the reference's, or when its ids name the same
-  # texts (id mod 5000) with scores within 2e-3.
+  # score) per build. The corpus repeats each text (DOCS > its G glosses,
+  # the text of id dI is the text of dJ when I = J mod G), so equal scores
+  # may come back under other ids of the same text: a build agrees when its
+  # ids are the reference's, or when they name the same texts with scores
+  # within 2e-3.
+  local glosses
+  glosses=$(grep -c . data/demo/corpus.jsonl)
   for q in "a vehicle that can fly" "the operator of a motor vehicle" "bake bread"; do
     for name in single n1 all split2; do
       echo -n "$name "
@@ -96,7 +99,7 @@ builds() {
         'import json,sys; print(json.dumps([[h["id"],h["score"]] for h in json.load(sys.stdin)["hits"]]))'
     done | python3 -c '
 import json, sys
-q = sys.argv[1]
+q, glosses = sys.argv[1], int(sys.argv[2])
 runs = [(l.split(" ", 1)[0], json.loads(l.split(" ", 1)[1] or "[]")) for l in sys.stdin if " " in l]
 ref_name, ref = runs[0]
 for name, hits in runs[1:]:
@@ -104,12 +107,12 @@ for name, hits in runs[1:]:
     if ids == [h[0] for h in ref]:
         print(f"answers agree for \"{q}\": {name} = {ref_name} (same ids)")
         continue
-    texts = lambda hs: [int(h[0][1:]) % 5000 for h in hs]
+    texts = lambda hs: [int(h[0][1:]) % glosses for h in hs]
     close = len(hits) == len(ref) and all(abs(a[1] - b[1]) <= 2e-3 for a, b in zip(hits, ref))
     same = close and sorted(texts(hits)) == sorted(texts(ref))
     verdict = "agree up to ties" if same else "DIFFER"
     print(f"answers {verdict} for \"{q}\": {name} {ids} vs {ref_name} {[h[0] for h in ref]}")
-' "$q"
+' "$q" "$glosses"
   done
 }
 export -f builds
