@@ -10,13 +10,17 @@
 // ZeroVec rows arrive as upserts would (batches of --batch rows, pieces of
 // --interval rows built in the background), then the index is sealed (the
 // tail becomes a piece; with --merge_to_one every piece one graph, timed
-// apart). --pieces_too sweeps the pieces too before the merge.
+// apart). --pieces_too sweeps the pieces too before the merge. --bulk is
+// `zerovec build`'s path: the index is deferred during the load (no live
+// graph, no pieces) and the seal builds the one graph once (implies
+// --merge_to_one; build time = load + seal).
 //
 //   bazel build //bench:hnsw_search_bench
 //   bazel-bin/bench/hnsw_search_bench --rows=100000 --queries=500
 //     [--dim=384] [--clusters=1000] [--latent=16] [--m=32] [--efc=100]
 //     [--threads=N]
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
+//     [--bulk]
 //     [--skip_faiss] [--skip_hnswlib] [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -55,7 +59,7 @@ struct Flags {
       threads = 0;
   uint64_t interval = kDefaultPieceInterval;
   size_t batch = 10000;
-  bool merge_to_one = false, pieces_too = false;
+  bool merge_to_one = false, pieces_too = false, bulk = false;
   bool skip_faiss = false, skip_hnswlib = false;
   std::string base_file, query_file;
 };
@@ -205,6 +209,7 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
   if (!opened.ok()) std::abort();
   h->ann = std::move(opened).value();
   AnnIndex* ann = h->ann.get();
+  if (f.bulk) ann->DeferIndexing();
   const double load_s = Seconds([&] {
     for (size_t first = 0; first < f.rows; first += f.batch) {
       const size_t n = std::min(f.batch, f.rows - first);
@@ -239,7 +244,7 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
       FlatSearch(w, covered, rows, &padded[first * stride], nq, nullptr, &top);
     std::memcpy(labels, top.rows.data(), nq * kK * sizeof(int64_t));
   };
-  if (f.pieces_too || !f.merge_to_one) {
+  if ((f.pieces_too || !f.merge_to_one) && !f.bulk) {
     Engine e{"ZeroVec HNSW" + std::to_string(f.m) + " (in place, " +
              std::to_string(ann->PieceCount()) + " pieces + live graph)"};
     e.build_s = load_s;
@@ -265,9 +270,10 @@ std::vector<Engine> RunZeroVec(const Flags& f, const Data& d,
     const double seal_s = Seconds([&] {
       if (!ann->Flush(/*one_graph=*/true).ok()) std::abort();
     });
-    Engine e{"ZeroVec HNSW" + std::to_string(f.m) +
-             " (in place, merge_to_one: " + std::to_string(ann->PieceCount()) +
-             " graph)"};
+    Engine e{"ZeroVec HNSW" + std::to_string(f.m) + " (in place, " +
+             (f.bulk ? "bulk load + one graph)"
+                     : "merge_to_one: " + std::to_string(ann->PieceCount()) +
+                           " graph)")};
     e.build_s = load_s + seal_s;
     e.note = "load " + std::to_string(load_s).substr(0, 5) + " s (" +
              std::to_string(pieces) + " pieces) + seal/merge " +
@@ -410,11 +416,11 @@ int Main(Flags f) {
   std::printf(
       "%zu x %u rows (%s, latent %d), %zu queries, M %d, efConstruction %d, %d "
       "threads, "
-      "interval %llu, batch %zu, merge_to_one %d, search ISA %s\n",
+      "interval %llu, batch %zu, merge_to_one %d, bulk %d, search ISA %s\n",
       f.rows, f.dim, f.base_file.empty() ? "LatentClustered" : "files",
       f.latent, f.queries, f.m, f.efc, omp_get_max_threads(),
       static_cast<unsigned long long>(f.interval), f.batch,
-      f.merge_to_one ? 1 : 0,
+      f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0,
       DetectIsa() == Isa::kAvx512 ? "avx512"
       : DetectIsa() == Isa::kAvx2 ? "avx2"
                                   : "portable");
@@ -472,6 +478,8 @@ int main(int argc, char** argv) {
       f.query_file = v;
     } else if (a == "--merge_to_one") {
       f.merge_to_one = true;
+    } else if (a == "--bulk") {
+      f.bulk = f.merge_to_one = true;
     } else if (a == "--pieces_too") {
       f.pieces_too = true;
     } else if (a == "--skip_faiss") {
@@ -484,7 +492,7 @@ int main(int argc, char** argv) {
           "usage: %s [--rows=N] [--queries=N] [--dim=D] "
           "[--clusters=C] [--latent=L] [--m=M] [--efc=N] [--threads=N] "
           "[--interval=N] [--batch=N] [--merge_to_one] "
-          "[--pieces_too] [--skip_faiss] [--skip_hnswlib] "
+          "[--pieces_too] [--bulk] [--skip_faiss] [--skip_hnswlib] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

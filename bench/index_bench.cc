@@ -10,8 +10,9 @@
 //   [--efc=N] [--threads=N] [--base=X.npy --query_file=Q.npy]
 //   [--interval=N] [--batch=N] [--merge_to_one]
 // --interval: rows per HNSW piece (PieceOptions::interval); --batch: rows per
-// Upsert; --merge_to_one: the collection is sealed after the load and its
-// pieces merged into one graph (FinishIndexing's one_graph), in the build time.
+// Upsert; --merge_to_one: `zerovec build`'s path: the index is deferred during
+// the load and built as one graph at the end (DeferIndexing, then
+// FinishIndexing's one_graph), in the build time.
 // --base/--query_file: vectors from .npy/.fvecs files (e.g. real embeddings,
 // bench/realembed/make_realembed.sh) instead of the synthetic clustered set;
 // --dump_npy=DIR writes the vectors used as DIR/base.npy and DIR/queries.npy
@@ -291,6 +292,8 @@ std::shared_ptr<Collection> BuildCollection(Database& db,
   o.index.descriptor = descriptor;
   auto c = db.CreateCollection(descriptor == "Flat" ? "flat" : "hnsw", o);
   if (!c.ok()) std::abort();
+  // Sealed at the end: deferred during the load, as `zerovec build` does.
+  if (seal) (*c)->DeferIndexing();
   const size_t kBatch = std::max<size_t>(batch, 1);
   for (size_t first = 0; first < rows; first += kBatch) {
     const size_t n = std::min(kBatch, rows - first);

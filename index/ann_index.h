@@ -70,6 +70,11 @@ class AnnIndex {
   // Threads a background build may use from its next build on (0: as
   // configured).
   virtual void SetBuildThreads(int threads) {}
+  // Until the next Flush, builds nothing for rows written from now on (HNSW:
+  // no live graph, no pieces; searches scan them exactly and writes are not
+  // held back), so a bulk load that Flush then seals into one graph builds
+  // that graph once instead of pieces it would throw away.
+  virtual void DeferIndexing() {}
   // Called before a write: while the index is too far behind the committed
   // rows (HNSW: rows its searches scan exactly), the caller helps index them
   // (or waits) for up to `timeout`, so a writer faster than indexing cannot

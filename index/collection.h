@@ -330,6 +330,12 @@ class Collection {
   virtual Status FinishIndexing(int threads, bool one_graph) {
     return OkStatus();
   }
+  // For a bulk load that FinishIndexing will seal into one graph: until then
+  // the index builds nothing for the rows written (searches scan them
+  // exactly), so the graph is built once, at the seal, on every core (at 1M
+  // rows the pieces built meanwhile were most of the load's time and were
+  // all thrown away by the seal; bench/RESULTS.md, issue 21).
+  virtual void DeferIndexing() {}
 };
 
 // GPU search (issue 13): each collection whose rows fit the memory budget gets

@@ -94,6 +94,11 @@ Status CollectionImpl::FinishIndexing(int threads, bool one_graph) {
   return flushed;
 }
 
+void CollectionImpl::DeferIndexing() {
+  std::lock_guard<std::mutex> writer_lock(write_mu_);
+  if (!dropped_ && g_->ann) g_->ann->DeferIndexing();
+}
+
 uint64_t CollectionImpl::IndexedRows() const {
   std::shared_lock<RwLock> l(mu_);
   return g_->ann ? g_->ann->indexed() : 0;

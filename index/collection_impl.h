@@ -77,6 +77,7 @@ class CollectionImpl : public Collection {
   StatusOr<bool> Contains(const std::string& id) const override;
   StatusOr<std::unique_ptr<BulkAppender>> StartBulkAppend() override;
   Status FinishIndexing(int threads, bool one_graph) override;
+  void DeferIndexing() override;
 
   // After DropCollection: every call fails NOT_FOUND, nothing is saved.
   void MarkDropped();

@@ -185,7 +185,7 @@ class HnswWriterIndex : public AnnIndex {
       return rows_.rows() - std::max(live_->end(), opened_rows_);
     };
     auto admitted = [&] {
-      return stop_ || tail_failed_at_ == rows_.rows() ||
+      return stop_ || deferred_ || tail_failed_at_ == rows_.rows() ||
              rows_.rows() <= opened_rows_ || backlog() <= options_.max_backlog;
     };
     // While held up, the writer inserts rows itself, at its own priority: a
@@ -243,8 +243,25 @@ class HnswWriterIndex : public AnnIndex {
     return idle_cv_.wait_for(l, timeout, [&] { return Idle(); });
   }
 
+  void DeferIndexing() override {
+    std::lock_guard<std::mutex> l(mu_);
+    deferred_ = true;
+  }
+
   Status Flush(bool one_graph) override {
     std::lock_guard<std::mutex> step(step_mu_);  // the inserter waits
+    // Whatever happens below, the inserter resumes after it (a failed build
+    // leaves rows to the live graph, as after any failed piece).
+    struct Resume {
+      HnswWriterIndex* index;
+      ~Resume() {
+        {
+          std::lock_guard<std::mutex> l(index->mu_);
+          index->deferred_ = false;
+        }
+        index->tail_cv_.notify_one();
+      }
+    } resume{this};
     const auto [rows, live, threads] = TailSnapshot();
     if (Recovering(*live)) return OkStatus();
     // One graph: the pieces and the tail in one build (the tail's rows are
@@ -282,6 +299,8 @@ class HnswWriterIndex : public AnnIndex {
   // holds mu_.
   bool Idle() const {
     if (stop_) return true;
+    // Deferred: nothing is built for the tail until Flush.
+    if (deferred_) return !merging_ && !recovering_;
     Job job;
     if (merging_ || recovering_ || NextMerge(&job)) return false;
     return tail_failed_at_ == rows_.rows() ||
@@ -402,7 +421,7 @@ class HnswWriterIndex : public AnnIndex {
       tail_cv_.wait(l, [&] {
         const bool full = live_->size() >= options_.interval &&
                           current_->covered() == live_->begin();
-        return stop_ || ((rows_.rows() > live_->end() || full) &&
+        return stop_ || (!deferred_ && (rows_.rows() > live_->end() || full) &&
                          tail_failed_at_ != rows_.rows());
       });
       if (stop_) return;
@@ -625,6 +644,7 @@ class HnswWriterIndex : public AnnIndex {
   int build_threads_ = 1;
   bool merging_ = false;
   bool recovering_ = false;  // the recovered tail's piece is being built
+  bool deferred_ = false;    // DeferIndexing until the next Flush
   bool stop_ = false;
   std::atomic<bool> stop_flag_{false};  // read by a build between batches
   std::thread builder_, inserter_, recovery_;

@@ -493,6 +493,59 @@ TEST_F(HnswPiecesTest, MergeToOneSealsIntoOneGraphWithTheSameResults) {
   SmallPieces();
 }
 
+// DeferIndexing, what `zerovec build` does before a one-graph seal: the load
+// builds nothing (no piece, no live graph; searches scan the rows exactly and
+// writes are never held back, however far past max_backlog), and the seal
+// builds one graph over every row; writes after it are indexed again.
+TEST_F(HnswPiecesTest, DeferredLoadIsBuiltOnceAtTheSeal) {
+  PieceOptions o;
+  o.interval = kInterval;
+  o.max_backlog = 100;  // the deferred load goes far past it
+  SetPieceOptions(o);
+  constexpr size_t kRows = 2400, kMore = 1200, kQueries = 40;
+  data_ = testing::ClusteredVectors(kRows + kMore + kQueries, kDim, 30, 47);
+  auto c = Create(shm::Metric::kInnerProduct);
+  c->DeferIndexing();
+  Add(*c, 0, kRows);
+  ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(10)));
+  EXPECT_EQ(Impl(*c).IndexPieces(), 0u);
+  EXPECT_EQ(Impl(*c).IndexedRows(), 0u);
+  auto recall = [&](size_t rows) {
+    const std::vector<float> base(data_.begin(), data_.begin() + rows * kDim);
+    size_t hits = 0;
+    for (size_t q = 0; q < kQueries; ++q) {
+      const std::span<const float> query(&data_[(kRows + kMore + q) * kDim],
+                                         kDim);
+      SearchOptions so;
+      so.k = 10;
+      so.ef_search = 64;
+      auto r = c->Search(query, so);
+      EXPECT_TRUE(r.ok());
+      if (!r.ok()) return 0.0;
+      const auto truth = testing::BruteForce(base, kDim, query.data(), 10,
+                                             shm::Metric::kInnerProduct, {});
+      for (const Hit& h : (*r)[0])
+        for (const auto& t : truth) hits += h.id == IdOf(t.index);
+    }
+    return static_cast<double>(hits) / (kQueries * 10);
+  };
+  EXPECT_EQ(recall(kRows), 1.0);  // exact while deferred
+  // One thread: TSan cannot see OpenMP.
+  ASSERT_TRUE(c->FinishIndexing(1, /*one_graph=*/true).ok());
+  EXPECT_EQ(Impl(*c).IndexPieces(), 1u);
+  EXPECT_EQ(Impl(*c).IndexedRows(), kRows);
+  const double sealed = recall(kRows);
+  std::printf("recall@10 of the graph built at the seal: %.4f\n", sealed);
+  EXPECT_GE(sealed, 0.95);
+  // The deferral ended with the seal: later writes are indexed again.
+  Add(*c, kRows, kMore);
+  ASSERT_TRUE(Impl(*c).WaitIndexIdle(std::chrono::seconds(120)));
+  EXPECT_GE(Impl(*c).IndexPieces(), 2u);
+  EXPECT_GE(Impl(*c).IndexedRows(), kRows + kMore - kInterval);
+  EXPECT_GE(recall(kRows + kMore), 0.95);
+  SmallPieces();
+}
+
 // A damaged piece is dropped with every later one (coverage stays a prefix)
 // and rebuilt; searches stay exact meanwhile. A damaged manifest likewise.
 TEST_F(HnswPiecesTest, DamagedPieceOrManifestIsDroppedAndRebuilt) {

@@ -227,6 +227,9 @@ Status Ingest(const BuildPlan& p, Source& source, index::Collection& collection,
                                 : 1024;
   const bool resume = collection.Describe().rows > 0;
   Progress progress("build " + collection.name(), isatty(STDERR_FILENO));
+  // Sealed into one graph at the end: build nothing meanwhile (pieces built
+  // during the load would all be thrown away by the seal).
+  if (p.one_graph) collection.DeferIndexing();
   auto appender = collection.StartBulkAppend();
   if (!appender.ok()) return NotUsage(appender.status());
   // Chunks of a long text share about 1/8 of the window, so a passage cut at
@@ -250,11 +253,12 @@ Status Ingest(const BuildPlan& p, Source& source, index::Collection& collection,
   return OkStatus();
 }
 
-// HNSW pieces are built in the background during the load; the rest now, on
-// every core, so `serve` starts with the index rather than an exact tail. By
-// default the pieces are then sealed into one graph: a bulk-loaded collection
-// is mostly searched, and one graph answers several times faster than pieces
-// at the same recall (bench/RESULTS.md, issue 21).
+// The HNSW index is built now, on every core, so `serve` starts with it
+// rather than an exact tail. By default as one graph over every row, built
+// once here (the load deferred it): a bulk-loaded collection is mostly
+// searched, and one graph answers several times faster than pieces at the
+// same recall (bench/RESULTS.md, issue 21). With --hnsw-seal pieces the
+// pieces were built in the background during the load; the tail joins them.
 Status FinishHnsw(index::Collection& collection, bool one_graph) {
   if (collection.Describe().index_descriptor.rfind("HNSW", 0) != 0) {
     return OkStatus();

@@ -47,10 +47,12 @@ constexpr Command kCommands[] = {
           English-stemmed) index of the texts, for query/attach --mode
           lexical|hybrid. Off by default: it slows ingest and takes disk, and
           vector-only corpora have no text. Fixed at creation.
-          --hnsw-seal (HNSW collections): at the end, one-graph (default)
-          builds one graph over every row, several times faster to search
-          than the pieces the load built; pieces keeps them (a shorter build
-          for a collection that will keep taking writes).
+          --hnsw-seal (HNSW collections): one-graph (default) builds one
+          graph over every row once, at the end, on every core (nothing is
+          built during the load): the fastest build and several times faster
+          to search than pieces. pieces builds graph pieces in the background
+          during the load, so the index grows with it (attached readers
+          search it meanwhile), and builds the tail into one more at the end.
 )"},
     {"serve", zv::tools::RunServe,
      R"([--data DIR] [--listen HOST:PORT] [--model DIR|none]
