@@ -14,20 +14,28 @@
 #     --exclude=share/zerovec/models -C dist zerovec-hnsw
 # There (carry .device-hnsw; one step or two a call, each call <= 580 s):
 #   STEPS=one bash bench/gpu/hnsw_1m_device.sh 560
+# The real-embedding set needs the CUDA bundle and the passages in one carry
+# (BUNDLE=.device-real/zv-real.tar.xz, PASSAGES_XZ=.device-real/passages.txt.xz;
+# bench/realembed/pack_real_for_device.sh makes both):
+#   BUNDLE=.device-real/zv-real.tar.xz STEPS="one realmake real" bash ...
 #   STEPS=synth bash bench/gpu/hnsw_1m_device.sh 560
 #   STEPS="graph efc" bash bench/gpu/hnsw_1m_device.sh 560
 # Steps (STEPS, default "one"):
-#   one    bench/hnsw_search_bench: ZeroVec (pieces, then sealed with
-#          merge_to_one into one graph) vs faiss IndexHNSWFlat vs hnswlib at
-#          matched recall 0.90/0.95/0.99: latency, QPS, build, memory (~420 s)
+#   one    bench/hnsw_search_bench --bulk: ZeroVec as `zerovec build` makes
+#          it (indexing deferred during the load, one graph built at the seal)
+#          vs faiss IndexHNSWFlat vs hnswlib at matched recall 0.90/0.95/0.99:
+#          latency, QPS, build, memory (~200 s)
+#   live   the same with the live path: pieces built during the load, swept,
+#          then sealed into one graph (the 2026-12-06 run; ~260 s)
 #   synth  bench/index_bench with --filter: the collection path, namespace
-#          filters keeping 1/10/50 % (~500 s; MERGE=1 seals into one graph)
+#          filters keeping 1/10/50 % (~500 s; MERGE=1: `zerovec build`'s
+#          path, deferred load sealed into one graph)
 #   graph  bench/hnsw_bisect: graph quality at 1M (alias: bisect)
 #   efc    the piece build at EFCS ("64 200")
-#   realmake  makes REAL from .device-hnsw/passages.txt.xz on the GPU (needs
-#          a --cuda bundle with //bench:embed_corpus_bench)
+#   realmake  makes REAL (default /tmp/zvreal) from PASSAGES_XZ on the GPU
+#          (needs a --cuda bundle with //bench:embed_corpus_bench)
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
-#          bench/realembed), merge_to_one as in "one"
+#          bench/realembed), --bulk as in "one"
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), INTERVAL (20000),
 # BATCH (10000). Logs and summary.txt in $OUT.
 set -uo pipefail
@@ -38,7 +46,9 @@ SUM=$OUT/summary.txt
 W=/tmp/zvhnsw
 B=$W/bundle
 mkdir -p "$W" "$OUT" "$B"
-tar -xJf .device-hnsw/zerovec-hnsw.tar.xz -C "$B" --strip-components=1
+tar -xJf "${BUNDLE:-.device-hnsw/zerovec-hnsw.tar.xz}" -C "$B" --strip-components=1
+PASSAGES_XZ=${PASSAGES_XZ:-.device-hnsw/passages.txt.xz}
+REAL=${REAL:-/tmp/zvreal}
 . bench/gpu/device_lib.sh
 ROWS=${ROWS:-1000000}
 QUERIES=${QUERIES:-500}
@@ -58,9 +68,14 @@ BATCH=${BATCH:-10000}
 for s in ${STEPS:-one}; do
   case $s in
     one)
-      # The matched-recall comparison: ZeroVec's pieces as loaded, then the
-      # same index sealed with merge_to_one (one graph), against both peers.
+      # The matched-recall comparison, ZeroVec built as `zerovec build`
+      # builds it (deferred load, one graph), against both peers.
       step one_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
+        --queries="$QUERIES" --efc="$EFC" --threads="$T" \
+        --interval="$INTERVAL" --batch="$BATCH" --bulk ;;
+    live)
+      # The live path: pieces as loaded, then sealed into one graph.
+      step live_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
         --queries="$QUERIES" --efc="$EFC" --threads="$T" \
         --interval="$INTERVAL" --batch="$BATCH" --merge_to_one --pieces_too ;;
     synth)
@@ -73,19 +88,17 @@ for s in ${STEPS:-one}; do
       # holding //bench:embed_corpus_bench and .device-hnsw/passages.txt.xz,
       # bench/gpu/pack_for_device.sh's passage file): bench/corpus passages
       # embedded on the GPU by the checkout's zerovec-mini (256 wide).
-      [[ -f .device-hnsw/passages.txt.xz && -x $B/bin/embed_corpus_bench ]] ||
-        continue
-      REAL=${REAL:-/tmp/zvreal}
+      [[ -f $PASSAGES_XZ && -x $B/bin/embed_corpus_bench ]] || continue
       step realmake "${REALMAKE_S:-150}" env \
-        PASSAGES=.device-hnsw/passages.txt.xz EMBED="$B/bin/embed_corpus_bench" \
+        PASSAGES="$PASSAGES_XZ" EMBED="$B/bin/embed_corpus_bench" \
         MODEL=models/zerovec-mini DEVICE="${REAL_DEVICE:-cuda}" \
         bash bench/realembed/make_realembed.sh "$REAL" "$ROWS" "$QUERIES" ;;
     real)
-      [[ -n ${REAL:-} ]] || continue
+      [[ -f $REAL/base.npy ]] || continue
       step real 400 "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
-        --merge_to_one ;;
+        --bulk ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
