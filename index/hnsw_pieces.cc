@@ -3,6 +3,8 @@
 // Over 600 lines: the four share the piece layout's private helpers.
 #include "index/hnsw_pieces.h"
 
+#include "index/hnsw_build.h"
+
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/DistanceComputer.h>
@@ -253,7 +255,16 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   }
   std::mt19937_64 rng(789 + n0);
   NodeLocks locks(ntotal);
-  const bool ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
+  std::mutex entry_mu;
+  GraphBuild build;
+  build.h = &h;
+  build.rows = &storage.rows();
+  build.begin = storage.begin();
+  build.stride = static_cast<size_t>(storage.d);
+  build.ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
+  build.ef_construction = h.efConstruction;
+  build.locks = locks.get().data();
+  build.entry_mu = &entry_mu;
   const size_t chunk = kBuildBatch * static_cast<size_t>(std::max(threads, 1));
   for (int l = static_cast<int>(by_level.size()) - 1; l >= 0; --l) {
     std::vector<int>& nodes = by_level[l];
@@ -263,23 +274,16 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
         return CancelledError("HNSW piece build stopped");
       const size_t c1 = std::min(nodes.size(), c0 + chunk);
       std::atomic<bool> failed{false};
-#pragma omp parallel num_threads(std::max(threads, 1)) if (c1 - c0 > 64)
-      {
-        faiss::VisitedTable vt(static_cast<int>(ntotal));
-        RangeDistance dis(storage.rows(), storage.begin(),
-                          static_cast<size_t>(storage.d), ip, /*negate=*/true);
-#pragma omp for schedule(dynamic, 8)
-        for (size_t i = c0; i < c1; ++i) {
-          const int pt = nodes[i];
-          dis.set_query(storage.Row(pt));
-          try {
-            h.add_with_locks(dis, l, pt, locks.get(), vt);
-          } catch (...) {  // never out of an OpenMP region
-            failed = true;
-          }
+#pragma omp parallel for num_threads(std::max(threads, 1)) \
+    schedule(dynamic, 8) if (c1 - c0 > 64)
+      for (size_t i = c0; i < c1; ++i) {
+        try {
+          InsertNode(build, nodes[i]);
+        } catch (...) {  // never out of an OpenMP region
+          failed = true;
         }
       }
-      if (failed) return InternalError("HNSW insert: faiss failed");
+      if (failed) return InternalError("HNSW insert failed");
     }
   }
   return OkStatus();
