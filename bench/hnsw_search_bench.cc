@@ -20,7 +20,7 @@
 //     [--dim=384] [--clusters=1000] [--latent=16] [--m=32] [--efc=100]
 //     [--threads=N]
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
-//     [--bulk]
+//     [--bulk] [--efs=10,16,32,...]
 //     [--skip_faiss] [--skip_hnswlib] [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -48,8 +49,10 @@ namespace zv::index {
 namespace {
 
 constexpr int kK = 10;
-constexpr int kEfSweep[] = {10, 12, 16,  20,  24,  32,  48,
-                            64, 96, 128, 160, 192, 256, 512};
+// The efSearch sweep (--efs=A,B,... replaces it; real embeddings need
+// wider beams for recall 0.99).
+std::vector<int> ef_sweep = {10, 12, 16,  20,  24,  32,  48,
+                             64, 96, 128, 160, 192, 256, 512};
 constexpr double kTargets[] = {0.90, 0.95, 0.99};
 
 struct Flags {
@@ -130,7 +133,7 @@ Point Measure(int ef, size_t nq, const SearchFn& search,
 // change in the machine's load hits all of them alike.
 void SweepAll(const std::vector<Engine*>& engines, size_t nq,
               const std::vector<int64_t>& truth) {
-  for (int ef : kEfSweep) {
+  for (int ef : ef_sweep) {
     for (Engine* e : engines) {
       const Point p = Measure(ef, nq, e->search, truth);
       std::printf("progress: %s ef %d recall@10 %.4f %.3f ms %.0f QPS\n",
@@ -368,8 +371,8 @@ void Print(const Flags& f, const std::vector<Engine>& engines) {
   std::printf("\n|---|");
   for (size_t i = 0; i < engines.size(); ++i) std::printf("---|---|---|");
   std::printf("\n");
-  for (size_t i = 0; i < std::size(kEfSweep); ++i) {
-    std::printf("| %d |", kEfSweep[i]);
+  for (size_t i = 0; i < ef_sweep.size(); ++i) {
+    std::printf("| %d |", ef_sweep[i]);
     for (const Engine& e : engines)
       std::printf(" %.4f | %.3f | %.0f |", e.sweep[i].recall,
                   e.sweep[i].latency_ms, e.sweep[i].qps);
@@ -478,6 +481,18 @@ int main(int argc, char** argv) {
       f.query_file = v;
     } else if (a == "--merge_to_one") {
       f.merge_to_one = true;
+    } else if (const char* v = val("--efs=")) {
+      zv::index::ef_sweep.clear();
+      for (const char* p = v; *p;) {
+        char* end = nullptr;
+        const long ef = std::strtol(p, &end, 10);
+        if (end == p || ef < 1) {
+          std::fprintf(stderr, "--efs: expected N,N,... got %s\n", v);
+          return 2;
+        }
+        zv::index::ef_sweep.push_back(static_cast<int>(ef));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (a == "--bulk") {
       f.bulk = f.merge_to_one = true;
     } else if (a == "--pieces_too") {
@@ -492,7 +507,8 @@ int main(int argc, char** argv) {
           "usage: %s [--rows=N] [--queries=N] [--dim=D] "
           "[--clusters=C] [--latent=L] [--m=M] [--efc=N] [--threads=N] "
           "[--interval=N] [--batch=N] [--merge_to_one] "
-          "[--pieces_too] [--bulk] [--skip_faiss] [--skip_hnswlib] "
+          "[--pieces_too] [--bulk] [--efs=N,N,...] [--skip_faiss] "
+          "[--skip_hnswlib] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

@@ -89,8 +89,10 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       out->assign(in.begin(), in.end());
       return;
     }
-    for (const Scored& c : in) {
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Scored& c = in[i];
       const float* rc = row(c.second);
+      if (i + 1 < in.size()) PrefetchRow(row(in[i + 1].second), stride);
       bool good = true;
       for (const Scored& k : *out) {
         if (dist(row(k.second), rc) < c.first) {
@@ -203,6 +205,8 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
         if (best.size() < efc || dv < best.front().first) {
           cand.emplace_back(dv, v);
           std::push_heap(cand.begin(), cand.end(), Greater());
+          // The next candidate's links, likely read next.
+          __builtin_prefetch(nb + offsets[cand.front().second] + cum[level]);
           best.emplace_back(dv, v);
           std::push_heap(best.begin(), best.end(), Less());
           if (best.size() > efc) {

@@ -27,7 +27,7 @@ struct GraphBuild {
   size_t stride = 0;  // floats a row (the kernels read whole padded rows)
   bool ip = true;
   int ef_construction = 40;
-  omp_lock_t* locks = nullptr;  // one a node
+  omp_lock_t* locks = nullptr;     // one a node
   std::mutex* entry_mu = nullptr;  // guards h->entry_point and h->max_level
 };
 

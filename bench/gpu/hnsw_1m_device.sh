@@ -98,7 +98,7 @@ for s in ${STEPS:-one}; do
       step real 400 "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
-        --bulk ;;
+        --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,768,1024}" ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
