@@ -47,7 +47,9 @@ class AttributeTable {
   void Append(const Record& record, bool present = true);
   void AppendAbsent() { Append(Record(), false); }
   uint64_t size() const { return ts_.size(); }
-  bool present(uint64_t row) const { return present_[row]; }
+  bool present(uint64_t row) const {
+    return (present_[row >> 6] >> (row & 63)) & 1;
+  }
   std::string_view id(uint64_t row) const {
     return std::string_view(ids_).substr(id_off_[row],
                                          id_off_[row + 1] - id_off_[row]);
@@ -100,7 +102,9 @@ class AttributeTable {
   std::priority_queue<std::pair<int64_t, uint64_t>,
                       std::vector<std::pair<int64_t, uint64_t>>, std::greater<>>
       expiring_;
-  std::vector<bool> present_;
+  // Bit r & 63 of word r >> 6: row r has a meta entry (words, so a namespace
+  // filter masks 64 rows at a time).
+  std::vector<uint64_t> present_;
   std::vector<uint64_t> meta_off_{0};
   std::vector<std::pair<uint32_t, uint32_t>> meta_;  // per row, sorted by key
   std::vector<uint64_t> id_off_{0};
