@@ -13,7 +13,10 @@
 namespace zv::index {
 namespace {
 
-using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
+using hnsw_loop::Greater;
+using hnsw_loop::Less;
+using hnsw_loop::PrefetchRow;
+using hnsw_loop::Scored;
 
 struct Scratch {
   VisitedArray visited;
@@ -25,24 +28,6 @@ Scratch& BuildScratch() {
   thread_local Scratch s;
   return s;
 }
-
-__attribute__((always_inline)) inline void PrefetchRow(const float* r,
-                                                       size_t stride) {
-  const char* p = reinterpret_cast<const char*>(r);
-  for (size_t o = 0; o < stride * sizeof(float); o += 64)
-    __builtin_prefetch(p + o);
-}
-
-struct Greater {
-  bool operator()(const Scored& a, const Scored& b) const {
-    return a.first > b.first;
-  }
-};
-struct Less {
-  bool operator()(const Scored& a, const Scored& b) const {
-    return a.first < b.first;
-  }
-};
 
 class Lock {
  public:

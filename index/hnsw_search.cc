@@ -12,7 +12,10 @@
 namespace zv::index {
 namespace {
 
-using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
+using hnsw_loop::Greater;
+using hnsw_loop::Less;
+using hnsw_loop::PrefetchRow;
+using hnsw_loop::Scored;
 
 // How a search tests membership: no filter, a RowBitmap's words (inline), or
 // any other selector (a virtual call).
@@ -41,28 +44,6 @@ Scratch& ThreadScratch() {
   thread_local Scratch s;
   return s;
 }
-
-// Row bytes prefetched ahead of a distance: the whole row (384 floats = 24
-// lines); the hardware prefetcher does not follow a jump to another row.
-__attribute__((always_inline)) inline void PrefetchRow(const float* r,
-                                                       size_t stride) {
-  const char* p = reinterpret_cast<const char*>(r);
-  const size_t bytes = stride * sizeof(float);
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
-}
-
-// Min-heap (cand) and max-heap (best) over Scored: std's heap algorithms on
-// vectors whose capacity is kept between searches.
-struct Greater {
-  bool operator()(const Scored& a, const Scored& b) const {
-    return a.first > b.first;
-  }
-};
-struct Less {
-  bool operator()(const Scored& a, const Scored& b) const {
-    return a.first < b.first;
-  }
-};
 
 template <bool kL2, FilterKind kFilter>
 __attribute__((always_inline)) inline void Loop(const Args& a) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "index/distance.h"
@@ -47,6 +48,35 @@ class VisitedArray {
   std::vector<uint16_t> tags_;
   uint16_t epoch_ = 0;
 };
+
+// Pieces of the graph loops shared by the search (hnsw_search.cc) and the
+// build (hnsw_build.cc).
+namespace hnsw_loop {
+
+using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
+
+// Row bytes prefetched ahead of a distance: the whole row (384 floats = 24
+// lines); the hardware prefetcher does not follow a jump to another row.
+__attribute__((always_inline)) inline void PrefetchRow(const float* r,
+                                                       size_t stride) {
+  const char* p = reinterpret_cast<const char*>(r);
+  for (size_t o = 0; o < stride * sizeof(float); o += 64)
+    __builtin_prefetch(p + o);
+}
+
+// Heap orders over Scored: min-heap (candidates) and max-heap (results).
+struct Greater {
+  bool operator()(const Scored& a, const Scored& b) const {
+    return a.first > b.first;
+  }
+};
+struct Less {
+  bool operator()(const Scored& a, const Scored& b) const {
+    return a.first < b.first;
+  }
+};
+
+}  // namespace hnsw_loop
 
 // Top-k rows of one padded query in graph `g` (rows read through `rows`,
 // which must hold the graph's rows) among those `sel` accepts (null: all),
