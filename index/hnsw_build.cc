@@ -150,7 +150,7 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       }
     }
   }
-  const size_t efc = static_cast<size_t>(std::max(g.ef_construction, 1));
+  const size_t efc = static_cast<size_t>(std::max(h.efConstruction, 1));
   std::vector<Scored>& cand = s.cand;
   std::vector<Scored>& best = s.best;
   std::vector<int32_t>& fresh = s.fresh;

@@ -21,12 +21,11 @@ namespace zv::index {
 
 // A graph being built: node i is row begin + i of `rows`.
 struct GraphBuild {
-  faiss::HNSW* h = nullptr;
+  faiss::HNSW* h = nullptr;  // its efConstruction is the beam's width
   const RowTable* rows = nullptr;
   uint64_t begin = 0;
   size_t stride = 0;  // floats a row (the kernels read whole padded rows)
   bool ip = true;
-  int ef_construction = 40;
   omp_lock_t* locks = nullptr;     // one a node
   std::mutex* entry_mu = nullptr;  // guards h->entry_point and h->max_level
 };

@@ -3,8 +3,6 @@
 // Over 600 lines: the four share the piece layout's private helpers.
 #include "index/hnsw_pieces.h"
 
-#include "index/hnsw_build.h"
-
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/DistanceComputer.h>
@@ -28,6 +26,7 @@
 #include "base/file.h"
 #include "index/ann_index.h"
 #include "index/distance.h"
+#include "index/hnsw_build.h"
 #include "index/hnsw_search.h"
 
 namespace zv::index {
@@ -130,14 +129,12 @@ StatusOr<AtomicFileWriter> CreateBesideSegment(
   return file;
 }
 
-// Distances between a query and rows, or two rows, of a RangeStorage.
-// `negate`: inner products negated (smaller is closer, what faiss's HNSW
-// code expects; faiss negates a storage's own computer itself).
+// Distances between a query and rows, or two rows, of a RangeStorage (faiss
+// negates a storage's own inner products itself).
 class RangeDistance : public faiss::DistanceComputer {
  public:
-  RangeDistance(const RowTable& rows, uint64_t begin, size_t d, bool ip,
-                bool negate = false)
-      : rows_(rows), begin_(begin), d_(d), ip_(ip), sign_(negate ? -1 : 1) {}
+  RangeDistance(const RowTable& rows, uint64_t begin, size_t d, bool ip)
+      : rows_(rows), begin_(begin), d_(d), ip_(ip) {}
   void set_query(const float* x) override { q_ = x; }
   float operator()(idx_t i) override { return Dis(q_, Row(i)); }
   float symmetric_dis(idx_t i, idx_t j) override { return Dis(Row(i), Row(j)); }
@@ -145,13 +142,12 @@ class RangeDistance : public faiss::DistanceComputer {
  private:
   const float* Row(idx_t i) const { return rows_.Row(begin_ + i); }
   float Dis(const float* a, const float* b) const {
-    return ip_ ? sign_ * InnerProduct16(a, b, d_) : L2Sqr16(a, b, d_);
+    return ip_ ? InnerProduct16(a, b, d_) : L2Sqr16(a, b, d_);
   }
   const RowTable& rows_;
   uint64_t begin_;
   size_t d_;
   bool ip_;
-  float sign_;
   const float* q_ = nullptr;
 };
 
@@ -262,7 +258,6 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   build.begin = storage.begin();
   build.stride = static_cast<size_t>(storage.d);
   build.ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
-  build.ef_construction = h.efConstruction;
   build.locks = locks.get().data();
   build.entry_mu = &entry_mu;
   const size_t chunk = kBuildBatch * static_cast<size_t>(std::max(threads, 1));
