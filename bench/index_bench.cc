@@ -8,7 +8,7 @@
 //   bazel run -c opt //bench:index_bench -- --rows=100000 [--queries=200]
 //   [--skip_hnsw] [--skip_faiss_hnsw] [--skip_hnswlib] [--filter]
 //   [--efc=N] [--threads=N] [--base=X.npy --query_file=Q.npy]
-//   [--interval=N] [--batch=N] [--merge_to_one]
+//   [--interval=N] [--batch=N] [--merge_to_one] [--efs=16,32,...]
 // --interval: rows per HNSW piece (PieceOptions::interval); --batch: rows per
 // Upsert; --merge_to_one: `zerovec build`'s path: the index is deferred during
 // the load and built as one graph at the end (DeferIndexing, then
@@ -16,7 +16,7 @@
 // --base/--query_file: vectors from .npy/.fvecs files (e.g. real embeddings,
 // bench/realembed/make_realembed.sh) instead of the synthetic clustered set;
 // --dump_npy=DIR writes the vectors used as DIR/base.npy and DIR/queries.npy
-// (for bench/lancedb on the same rows).
+// and the exact top 10 as DIR/truth.npy (for bench/lancedb on the same rows).
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <hnswlib/hnswlib.h>
@@ -27,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,18 +151,19 @@ SearchFn CollectionSearch(const Collection& c, int ef_search = 0,
 
 // HNSW at several search widths: recall, latency and QPS of each, so the two
 // HNSW indexes can be compared at matched recall rather than at one ef.
-constexpr int kEfSweep[] = {16, 32, 64, 128, 256, 512};
+// --efs=16,32,... replaces it (the real set needs ef > 512 for 0.99).
+std::vector<int> ef_sweep = {16, 32, 64, 128, 256, 512};
 
 struct Sweep {
   std::string name;
-  std::vector<Row> points;  // one per kEfSweep entry; name = ef
+  std::vector<Row> points;  // one per ef_sweep entry; name = ef
 };
 
 Sweep RunSweep(const std::string& name, size_t nq, const float* queries,
                const std::function<SearchFn(int)>& at_ef,
                const std::vector<int64_t>& truth) {
   Sweep s{name, {}};
-  for (int ef : kEfSweep) {
+  for (int ef : ef_sweep) {
     Row r{std::to_string(ef)};
     Measure(&r, nq, queries, at_ef(ef), truth);
     s.points.push_back(r);
@@ -188,8 +190,8 @@ void PrintSweeps(const std::vector<Sweep>& sweeps, size_t nq) {
   std::printf("\n|---|");
   for (size_t i = 0; i < sweeps.size(); ++i) std::printf("---|---|---|");
   std::printf("\n");
-  for (size_t p = 0; p < std::size(kEfSweep); ++p) {
-    std::printf("| %d |", kEfSweep[p]);
+  for (size_t p = 0; p < ef_sweep.size(); ++p) {
+    std::printf("| %d |", ef_sweep[p]);
     for (const Sweep& s : sweeps) {
       const Row& r = s.points[p];
       std::printf(" %.4f | %.3f | %.0f |", r.recall, r.latency_ms, r.qps);
@@ -524,6 +526,12 @@ int Main(Flags f) {
     flat_copy.search(f.queries, queries, kK, d.data(), truth.data());
     openblas_set_num_threads(1);
   }
+  // The same truth for bench/lancedb (a JS scan of 1M rows takes minutes).
+  if (!f.dump_dir.empty() && !bench::WriteNpy(f.dump_dir + "/truth.npy",
+                                              truth.data(), f.queries, kK)) {
+    std::fprintf(stderr, "cannot write %s/truth.npy\n", f.dump_dir.c_str());
+    return 1;
+  }
   Measure(
       &fc, f.FlatQueries(), queries,
       [&](size_t nq, const float* q, int64_t* l) {
@@ -607,6 +615,22 @@ int main(int argc, char** argv) {
       f.dump_dir = a.substr(11);
     } else if (a.rfind("--query_file=", 0) == 0) {
       f.query_file = a.substr(13);
+    } else if (a.rfind("--efs=", 0) == 0) {
+      zv::index::ef_sweep.clear();
+      std::stringstream list(a.substr(6));
+      for (std::string ef; std::getline(list, ef, ',');) {
+        const int v = std::atoi(ef.c_str());
+        if (v < 1 || v > 65536) {
+          std::fprintf(stderr, "--efs: '%s' is not an ef in 1..65536\n",
+                       ef.c_str());
+          return 2;
+        }
+        zv::index::ef_sweep.push_back(v);
+      }
+      if (zv::index::ef_sweep.empty()) {
+        std::fprintf(stderr, "--efs: no values\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: %s [--rows=N] [--queries=N] [--skip_hnsw] "
@@ -614,7 +638,8 @@ int main(int argc, char** argv) {
                    "[--efc=N] [--threads=N] [--dim=D] [--clusters=C] "
                    "[--base=F.npy|.fvecs --query_file=F.npy|.fvecs] "
                    "[--dump_npy=DIR] [--serial_insert] [--flat_queries=N] "
-                   "[--interval=N] [--batch=N] [--merge_to_one]\n",
+                   "[--interval=N] [--batch=N] [--merge_to_one] "
+                   "[--efs=16,32,...]\n",
                    argv[0]);
       return 2;
     }

@@ -7,7 +7,9 @@
 #   bench/lancedb/side_by_side.sh ROWS QUERIES [index_bench flags...]
 # Environment: INDEX_BENCH (default bazel-bin/bench/index_bench), REAL=DIR
 # with base.npy + queries.npy (bench/realembed; default: the synthetic set),
-# WORK (default /tmp/zv-side-by-side).
+# WORK (default /tmp/zv-side-by-side), LANCEDB_FLAGS (e.g. "--efs 16,32,64
+# --refine 0,4"; give index_bench the same --efs=). LanceDB scores against
+# index_bench's exact truth (WORK/truth.npy).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ROWS=${1:?usage: side_by_side.sh ROWS QUERIES [index_bench flags]}
@@ -25,5 +27,6 @@ else
 fi
 echo "# LanceDB on the same rows, load $(cut -d' ' -f1-3 /proc/loadavg)"
 node "$ROOT/bench/lancedb/lancedb_bench.js" --base "$WORK/base.npy" \
-  --queries "$WORK/queries.npy" --dir "$WORK/lancedb" 2>&1 | grep -v WARN
+  --queries "$WORK/queries.npy" --truth "$WORK/truth.npy" \
+  --dir "$WORK/lancedb" ${LANCEDB_FLAGS:-} 2>&1 | grep -v WARN
 echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
