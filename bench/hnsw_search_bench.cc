@@ -21,7 +21,8 @@
 //     [--threads=N]
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
 //     [--bulk] [--efs=10,16,32,...]
-//     [--skip_faiss] [--skip_hnswlib] [--base=X.npy --query_file=Q.npy]
+//     [--skip_faiss] [--skip_hnswlib] [--build_beam=float|bf16]
+//     [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <hnswlib/hnswlib.h>
@@ -64,6 +65,7 @@ struct Flags {
   size_t batch = 10000;
   bool merge_to_one = false, pieces_too = false, bulk = false;
   bool skip_faiss = false, skip_hnswlib = false;
+  bool bf16_build = PieceOptions{}.bf16_build;  // ZeroVec's build beam rows
   std::string base_file, query_file;
 };
 
@@ -413,17 +415,19 @@ int Main(Flags f) {
   po.build_threads = omp_get_max_threads();
   po.ef_construction = f.efc;
   po.interval = f.interval;
+  po.bf16_build = f.bf16_build;
   SetPieceOptions(po);
   Data d;
   if (!LoadData(&f, &d)) return 1;
   std::printf(
       "%zu x %u rows (%s, latent %d), %zu queries, M %d, efConstruction %d, %d "
       "threads, "
-      "interval %llu, batch %zu, merge_to_one %d, bulk %d, search ISA %s\n",
+      "interval %llu, batch %zu, merge_to_one %d, bulk %d, build beam %s, "
+      "search ISA %s\n",
       f.rows, f.dim, f.base_file.empty() ? "LatentClustered" : "files",
       f.latent, f.queries, f.m, f.efc, omp_get_max_threads(),
       static_cast<unsigned long long>(f.interval), f.batch,
-      f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0,
+      f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0, f.bf16_build ? "bf16" : "float",
       DetectIsa() == Isa::kAvx512 ? "avx512"
       : DetectIsa() == Isa::kAvx2 ? "avx2"
                                   : "portable");
@@ -501,6 +505,12 @@ int main(int argc, char** argv) {
       f.skip_faiss = true;
     } else if (a == "--skip_hnswlib") {
       f.skip_hnswlib = true;
+    } else if (const char* v = val("--build_beam=")) {
+      if (std::strcmp(v, "float") != 0 && std::strcmp(v, "bf16") != 0) {
+        std::fprintf(stderr, "--build_beam: float or bf16, got %s\n", v);
+        return 2;
+      }
+      f.bf16_build = std::strcmp(v, "bf16") == 0;
     } else {
       std::fprintf(
           stderr,
@@ -508,7 +518,7 @@ int main(int argc, char** argv) {
           "[--clusters=C] [--latent=L] [--m=M] [--efc=N] [--threads=N] "
           "[--interval=N] [--batch=N] [--merge_to_one] "
           "[--pieces_too] [--bulk] [--efs=N,N,...] [--skip_faiss] "
-          "[--skip_hnswlib] "
+          "[--skip_hnswlib] [--build_beam=float|bf16] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "index/distance.h"
@@ -15,8 +16,15 @@ namespace {
 
 using hnsw_loop::Greater;
 using hnsw_loop::Less;
-using hnsw_loop::PrefetchRow;
 using hnsw_loop::Scored;
+
+// Every cache line of `bytes` from p (the hardware prefetcher does not follow
+// a jump to another row).
+__attribute__((always_inline)) inline void PrefetchBytes(const void* p,
+                                                         size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o);
+}
 
 struct Scratch {
   VisitedArray visited;
@@ -40,9 +48,13 @@ class Lock {
   omp_lock_t* l_;
 };
 
-template <bool kL2>
+// kBf16: the beam (and the descent above it) reads g.bf16's rows; the
+// beam's results are then scored again on the float rows, so which neighbours
+// are kept and every link decision use exact distances.
+template <bool kL2, bool kBf16>
 __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
                                                   int32_t pt) {
+  using Elem = std::conditional_t<kBf16, uint16_t, float>;  // the beam's rows
   faiss::HNSW& h = *g.h;
   const size_t stride = g.stride;
   const int* cum = h.cum_nneighbor_per_level.data();
@@ -53,13 +65,34 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
   auto row = [&](int32_t v) __attribute__((always_inline)) {
     return rt.Row(begin + static_cast<uint64_t>(v));
   };
+  auto beam_row = [&](int32_t v) __attribute__((always_inline))->const Elem* {
+    if constexpr (kBf16) {
+      return g.bf16 + static_cast<size_t>(v) * stride;
+    } else {
+      return rt.Row(begin + static_cast<uint64_t>(v));
+    }
+  };
+  auto PrefetchRow = [&](const auto* r, size_t n)
+      __attribute__((always_inline)) {
+    PrefetchBytes(r, n * sizeof(*r));
+  };
   // Internal distances: smaller is closer (IP negated).
   auto dist = [&](const float* a, const float* b)
       __attribute__((always_inline)) {
     return kL2 ? kernel::Distance<true>(a, b, stride)
                : -kernel::Distance<false>(a, b, stride);
   };
+  auto beam_dist = [&](const Elem* a, const Elem* b)
+      __attribute__((always_inline)) {
+    if constexpr (kBf16) {
+      return kL2 ? kernel::DistanceBf16<true>(a, b, stride)
+                 : -kernel::DistanceBf16<false>(a, b, stride);
+    } else {
+      return dist(a, b);
+    }
+  };
   const float* q = row(pt);
+  const Elem* beam_q = beam_row(pt);
   Scratch& s = BuildScratch();
 
   // faiss's shrink_neighbor_list: from `in` (ascending), keep a candidate
@@ -133,7 +166,7 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       return;
     }
   }
-  float d_nearest = dist(q, row(nearest));
+  float d_nearest = beam_dist(beam_q, beam_row(nearest));
   int level = max_level;
   // Greedy descent above the node's own top layer.
   for (; level > pt_level; --level) {
@@ -144,8 +177,9 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       for (size_t i = b; i < e; ++i) {
         const int32_t v = nb[i];
         if (v < 0) break;
-        if (i + 1 < e && nb[i + 1] >= 0) PrefetchRow(row(nb[i + 1]), stride);
-        const float dv = dist(q, row(v));
+        if (i + 1 < e && nb[i + 1] >= 0)
+          PrefetchRow(beam_row(nb[i + 1]), stride);
+        const float dv = beam_dist(beam_q, beam_row(v));
         if (dv < d_nearest) nearest = v, d_nearest = dv, moved = true;
       }
     }
@@ -182,11 +216,11 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
         if (s.visited.TestAndSet(static_cast<uint32_t>(v))) continue;
         fresh[nf++] = v;
       }
-      if (nf > 0) PrefetchRow(row(fresh[0]), stride);
+      if (nf > 0) PrefetchRow(beam_row(fresh[0]), stride);
       for (int32_t j = 0; j < nf; ++j) {
-        if (j + 1 < nf) PrefetchRow(row(fresh[j + 1]), stride);
+        if (j + 1 < nf) PrefetchRow(beam_row(fresh[j + 1]), stride);
         const int32_t v = fresh[j];
-        const float dv = dist(q, row(v));
+        const float dv = beam_dist(beam_q, beam_row(v));
         if (best.size() < efc || dv < best.front().first) {
           cand.emplace_back(dv, v);
           std::push_heap(cand.begin(), cand.end(), Greater());
@@ -201,7 +235,16 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
         }
       }
     }
-    std::sort_heap(best.begin(), best.end(), Less());
+    if constexpr (kBf16) {
+      // The float rows decide: every neighbour kept and every link below.
+      for (size_t i = 0; i < best.size(); ++i) {
+        if (i + 1 < best.size()) PrefetchRow(row(best[i + 1].second), stride);
+        best[i].first = dist(q, row(best[i].second));
+      }
+      std::sort(best.begin(), best.end(), Less());
+    } else {
+      std::sort_heap(best.begin(), best.end(), Less());
+    }
     select(best, static_cast<size_t>(degree), &picked);
     // Every layer's search starts from the node the descent found, as in
     // faiss (starting from the closest found on the layer above, hnswlib's
@@ -221,20 +264,29 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
   }
 }
 
+// One body per (metric, row type), inlined into each instruction set.
+#define ZV_INSERT_DISPATCH(g, pt)                    \
+  do {                                               \
+    if ((g).bf16 != nullptr) {                       \
+      if ((g).ip) return Insert<false, true>(g, pt); \
+      return Insert<true, true>(g, pt);              \
+    }                                                \
+    if ((g).ip) return Insert<false, false>(g, pt);  \
+    return Insert<true, false>(g, pt);               \
+  } while (0)
+
 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) void InsertAvx512(
     const GraphBuild& g, int32_t pt) {
-  if (g.ip) return Insert<false>(g, pt);
-  Insert<true>(g, pt);
+  ZV_INSERT_DISPATCH(g, pt);
 }
 __attribute__((target("avx2,fma"))) void InsertAvx2(const GraphBuild& g,
                                                     int32_t pt) {
-  if (g.ip) return Insert<false>(g, pt);
-  Insert<true>(g, pt);
+  ZV_INSERT_DISPATCH(g, pt);
 }
 void InsertPortable(const GraphBuild& g, int32_t pt) {
-  if (g.ip) return Insert<false>(g, pt);
-  Insert<true>(g, pt);
+  ZV_INSERT_DISPATCH(g, pt);
 }
+#undef ZV_INSERT_DISPATCH
 
 }  // namespace
 

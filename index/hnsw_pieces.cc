@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "index/ann_index.h"
 #include "index/distance.h"
+#include "index/distance_kernel.h"
 #include "index/hnsw_build.h"
 #include "index/hnsw_search.h"
 
@@ -260,6 +261,23 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   build.ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
   build.locks = locks.get().data();
   build.entry_mu = &entry_mu;
+  // Every node's row as bf16 (the nodes already in are linked to as well).
+  std::vector<uint16_t> bf16;
+  if (GetPieceOptions().bf16_build) {
+    const size_t stride = build.stride;
+    ZV_RETURN_IF_ERROR(CatchFaiss("HNSW insert", [&] {
+      bf16.resize(ntotal * stride);  // bad_alloc reported, not thrown on
+    }));
+    const RowTable& rt = storage.rows();
+    const uint64_t first = storage.begin();
+#pragma omp parallel for num_threads(std::max(threads, 1)) schedule(static)
+    for (size_t i = 0; i < ntotal; ++i) {
+      const float* r = rt.Row(first + i);
+      uint16_t* o = bf16.data() + i * stride;
+      for (size_t j = 0; j < stride; ++j) o[j] = kernel::ToBf16(r[j]);
+    }
+    build.bf16 = bf16.data();
+  }
   const size_t chunk = kBuildBatch * static_cast<size_t>(std::max(threads, 1));
   for (int l = static_cast<int>(by_level.size()) - 1; l >= 0; --l) {
     std::vector<int>& nodes = by_level[l];

@@ -93,6 +93,12 @@ struct PieceOptions {
   // Rows past the live graph (scanned exactly by every search) above which
   // writes wait for the inserter (AnnIndex::AdmitWrite).
   uint64_t max_backlog = 2048;
+  // Graph builds (pieces, the one-graph seal) run their beam on a bfloat16
+  // copy of the rows, made for the build and freed after it (2 bytes a value:
+  // 768 MB at 1M x 384), and score its results again on the float rows. Half
+  // the bytes a beam distance, for builds bound by memory bandwidth; off by
+  // default: on a 2-core host it built 10 % slower (bench/RESULTS.md).
+  bool bf16_build = false;
 };
 
 // Options for HNSW indexes opened from now on in this process (tests and
@@ -173,7 +179,9 @@ class RangeStorage : public faiss::Index {
 // level-0 nodes, which made graphs far worse at the same M and
 // efConstruction (bench/hnsw_bisect, issue 21). Runs on `threads` OpenMP
 // threads in chunks; CANCELLED once `*stop` turns true (checked between
-// chunks; the graph is then incomplete and must be dropped).
+// chunks; the graph is then incomplete and must be dropped). Distances are
+// taken on a transient bfloat16 copy of the rows when the process's
+// PieceOptions say bf16_build.
 Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
                          uint64_t n, const std::atomic<bool>* stop,
                          int threads);

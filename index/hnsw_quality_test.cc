@@ -2,16 +2,20 @@
 // one add of the same rows, same M and efConstruction (issue 21). At a small
 // M and efConstruction a graph built in batches (faiss adds of 512 rows, as
 // pieces were built before) loses ~30 recall points against one add (0.57 vs
-// 0.87 at ef 16 here); InsertLevelsFirst builds as one add does.
+// 0.87 at ef 16 here); InsertLevelsFirst builds as one add does, with its
+// distances on float rows or on the bfloat16 copy (PieceOptions::bf16_build).
 #include <faiss/IndexHNSW.h>
 #include <faiss/utils/distances.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <chrono>
+#include <cmath>
+#include <random>
 
 #include "index/collection.h"
 #include "index/collection_impl.h"
+#include "index/distance_kernel.h"
 #include "index/hnsw_pieces.h"
 #include "index/test_util.h"
 
@@ -32,7 +36,41 @@ double Recall(const std::vector<int64_t>& got,
   return static_cast<double>(hits) / (kQueries * kK);
 }
 
-TEST(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
+// bf16 conversion rounds to nearest even; distances on bf16 rows stay within
+// bf16's precision of the float ones.
+TEST(Bf16KernelTest, RoundsToNearestEvenAndKeepsDistances) {
+  EXPECT_EQ(kernel::ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(kernel::ToBf16(-2.0f), 0xc000);
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even one.
+  EXPECT_EQ(kernel::ToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(kernel::ToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(kernel::ToBf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -12)),
+            0x3f81);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g;
+  for (size_t d : {16u, 32u, 48u, 384u}) {
+    std::vector<float> a(d), b(d);
+    std::vector<uint16_t> ha(d), hb(d);
+    double na = 0, nb = 0;
+    for (size_t i = 0; i < d; ++i) {
+      a[i] = g(rng), b[i] = g(rng);
+      na += a[i] * a[i], nb += b[i] * b[i];
+      ha[i] = kernel::ToBf16(a[i]), hb[i] = kernel::ToBf16(b[i]);
+    }
+    // Each value within 2^-9 relative: the sums within 2^-8 of |a||b|.
+    const double tol = std::ldexp(1.0, -8) * std::sqrt(na * nb);
+    EXPECT_NEAR(kernel::DistanceBf16<false>(ha.data(), hb.data(), d),
+                kernel::Distance<false>(a.data(), b.data(), d), tol)
+        << d;
+    EXPECT_NEAR(kernel::DistanceBf16<true>(ha.data(), hb.data(), d),
+                kernel::Distance<true>(a.data(), b.data(), d), 4 * tol)
+        << d;
+  }
+}
+
+class HnswQualityTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   omp_set_num_threads(1);  // deterministic builds, cheap under sanitizers
   const std::vector<float> data =
       testing::LatentClustered(kRows, kQueries, kDim, 20, 16, 21);
@@ -54,6 +92,7 @@ TEST(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   po.interval = kRows / 4;
   po.max_backlog = UINT64_MAX / 2;
   po.ef_construction = kEfConstruction;
+  po.bf16_build = GetParam();
   SetPieceOptions(po);
   const auto dir = testing::MakeTempDir("quality");
   auto db = Database::Open(dir);
@@ -87,8 +126,10 @@ TEST(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
     for (size_t q = 0; q < kQueries; ++q)
       for (size_t j = 0; j < (*r)[q].size() && j < kK; ++j)
         got[q * kK + j] = std::stoll((*r)[q][j].id);
-    std::printf("ef %d: piece recall@10 %.4f, faiss one add %.4f\n", ef,
-                Recall(got, truth), Recall(ref, truth));
+    std::printf(
+        "ef %d: piece recall@10 %.4f (bf16 build %d), faiss one add "
+        "%.4f\n",
+        ef, Recall(got, truth), GetParam() ? 1 : 0, Recall(ref, truth));
     ours += Recall(got, truth);
     theirs += Recall(ref, truth);
   }
@@ -97,9 +138,16 @@ TEST(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   EXPECT_GE(ours / 2, theirs / 2 - 0.08);
   c->reset();
   db->reset();
+  SetPieceOptions(PieceOptions{});
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
+
+INSTANTIATE_TEST_SUITE_P(FloatAndBf16Rows, HnswQualityTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Bf16" : "Float";
+                         });
 
 }  // namespace
 }  // namespace zv::index

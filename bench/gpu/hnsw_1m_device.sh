@@ -37,7 +37,9 @@
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
 #          bench/realembed), --bulk as in "one"
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), INTERVAL (20000),
-# BATCH (10000). Logs and summary.txt in $OUT.
+# BATCH (10000), ONE_EFS / REAL_EFS (the sweeps of one / real), BUILD_BEAM
+# (float | bf16: the rows ZeroVec's build beam reads). Logs and summary.txt in
+# $OUT.
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-530}
@@ -72,7 +74,8 @@ for s in ${STEPS:-one}; do
       # builds it (deferred load, one graph), against both peers.
       step one_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
         --queries="$QUERIES" --efc="$EFC" --threads="$T" \
-        --interval="$INTERVAL" --batch="$BATCH" --bulk ;;
+        --interval="$INTERVAL" --batch="$BATCH" --bulk \
+        ${ONE_EFS:+--efs=$ONE_EFS} ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} ;;
     live)
       # The live path: pieces as loaded, then sealed into one graph.
       step live_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
@@ -98,7 +101,8 @@ for s in ${STEPS:-one}; do
       step real 400 "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
-        --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,768,1024}" ;;
+        --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,640,768,896,1024}" \
+        ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
