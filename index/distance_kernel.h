@@ -27,11 +27,32 @@ __attribute__((always_inline)) inline float Sum16(const V16& v) {
   return s;
 }
 
-// Inner product (kL2 false) or squared L2 distance of a and b, d floats (a
-// multiple of 16). Two accumulators: two FMA chains in flight.
-template <bool kL2>
-__attribute__((always_inline)) inline float Distance(const float* a,
-                                                     const float* b, size_t d) {
+// bfloat16 (the high half of a float, rounded to nearest even): the HNSW
+// build reads rows as bf16, half the bytes of a float row (hnsw_build.cc).
+inline uint16_t ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+typedef uint16_t H16 __attribute__((vector_size(32)));
+typedef uint32_t W16 __attribute__((vector_size(64)));
+
+// 16 bf16 values widened to floats (a zero extension and a shift: exact).
+__attribute__((always_inline)) inline void Load16(V16& v, const uint16_t* p) {
+  H16 h;
+  std::memcpy(&h, p, sizeof(h));
+  const W16 w = __builtin_convertvector(h, W16) << 16;
+  std::memcpy(&v, &w, sizeof(v));
+}
+
+// Inner product (kL2 false) or squared L2 distance of a and b, d values (a
+// multiple of 16) of floats or bf16 (summed in float). Two accumulators: two
+// FMA chains in flight.
+template <bool kL2, typename T>
+__attribute__((always_inline)) inline float Distance(const T* a, const T* b,
+                                                     size_t d) {
   V16 s0 = {}, s1 = {}, x, y, u, w;
   size_t i = 0;
   for (; i + 32 <= d; i += 32) {
@@ -52,63 +73,6 @@ __attribute__((always_inline)) inline float Distance(const float* a,
   if (i < d) {
     Load16(x, a + i);
     Load16(u, b + i);
-    if constexpr (kL2) {
-      x -= u;
-      s0 += x * x;
-    } else {
-      s0 += x * u;
-    }
-  }
-  s0 += s1;
-  return Sum16(s0);
-}
-
-// bfloat16 (the high half of a float, rounded to nearest even): the HNSW
-// build reads rows as bf16, half the bytes of a float row (hnsw_build.cc).
-inline uint16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-typedef uint16_t H16 __attribute__((vector_size(32)));
-typedef uint32_t W16 __attribute__((vector_size(64)));
-
-// 16 bf16 values widened to floats (a zero extension and a shift: exact).
-__attribute__((always_inline)) inline void LoadBf16(V16& v, const uint16_t* p) {
-  H16 h;
-  std::memcpy(&h, p, sizeof(h));
-  const W16 w = __builtin_convertvector(h, W16) << 16;
-  std::memcpy(&v, &w, sizeof(v));
-}
-
-// Distance<kL2> of two bf16 rows of d values (a multiple of 16), summed in
-// float.
-template <bool kL2>
-__attribute__((always_inline)) inline float DistanceBf16(const uint16_t* a,
-                                                         const uint16_t* b,
-                                                         size_t d) {
-  V16 s0 = {}, s1 = {}, x, y, u, w;
-  size_t i = 0;
-  for (; i + 32 <= d; i += 32) {
-    LoadBf16(x, a + i);
-    LoadBf16(y, a + i + 16);
-    LoadBf16(u, b + i);
-    LoadBf16(w, b + i + 16);
-    if constexpr (kL2) {
-      x -= u;
-      y -= w;
-      s0 += x * x;
-      s1 += y * y;
-    } else {
-      s0 += x * u;
-      s1 += y * w;
-    }
-  }
-  if (i < d) {
-    LoadBf16(x, a + i);
-    LoadBf16(u, b + i);
     if constexpr (kL2) {
       x -= u;
       s0 += x * x;

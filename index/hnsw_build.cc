@@ -76,20 +76,10 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       __attribute__((always_inline)) {
     PrefetchBytes(r, n * sizeof(*r));
   };
-  // Internal distances: smaller is closer (IP negated).
-  auto dist = [&](const float* a, const float* b)
-      __attribute__((always_inline)) {
+  // Internal distances (float or bf16 rows): smaller is closer (IP negated).
+  auto dist = [&](const auto* a, const auto* b) __attribute__((always_inline)) {
     return kL2 ? kernel::Distance<true>(a, b, stride)
                : -kernel::Distance<false>(a, b, stride);
-  };
-  auto beam_dist = [&](const Elem* a, const Elem* b)
-      __attribute__((always_inline)) {
-    if constexpr (kBf16) {
-      return kL2 ? kernel::DistanceBf16<true>(a, b, stride)
-                 : -kernel::DistanceBf16<false>(a, b, stride);
-    } else {
-      return dist(a, b);
-    }
   };
   const float* q = row(pt);
   const Elem* beam_q = beam_row(pt);
@@ -166,7 +156,7 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       return;
     }
   }
-  float d_nearest = beam_dist(beam_q, beam_row(nearest));
+  float d_nearest = dist(beam_q, beam_row(nearest));
   int level = max_level;
   // Greedy descent above the node's own top layer.
   for (; level > pt_level; --level) {
@@ -179,7 +169,7 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
         if (v < 0) break;
         if (i + 1 < e && nb[i + 1] >= 0)
           PrefetchRow(beam_row(nb[i + 1]), stride);
-        const float dv = beam_dist(beam_q, beam_row(v));
+        const float dv = dist(beam_q, beam_row(v));
         if (dv < d_nearest) nearest = v, d_nearest = dv, moved = true;
       }
     }
@@ -220,7 +210,7 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       for (int32_t j = 0; j < nf; ++j) {
         if (j + 1 < nf) PrefetchRow(beam_row(fresh[j + 1]), stride);
         const int32_t v = fresh[j];
-        const float dv = beam_dist(beam_q, beam_row(v));
+        const float dv = dist(beam_q, beam_row(v));
         if (best.size() < efc || dv < best.front().first) {
           cand.emplace_back(dv, v);
           std::push_heap(cand.begin(), cand.end(), Greater());

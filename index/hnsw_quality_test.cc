@@ -59,10 +59,10 @@ TEST(Bf16KernelTest, RoundsToNearestEvenAndKeepsDistances) {
     }
     // Each value within 2^-9 relative: the sums within 2^-8 of |a||b|.
     const double tol = std::ldexp(1.0, -8) * std::sqrt(na * nb);
-    EXPECT_NEAR(kernel::DistanceBf16<false>(ha.data(), hb.data(), d),
+    EXPECT_NEAR(kernel::Distance<false>(ha.data(), hb.data(), d),
                 kernel::Distance<false>(a.data(), b.data(), d), tol)
         << d;
-    EXPECT_NEAR(kernel::DistanceBf16<true>(ha.data(), hb.data(), d),
+    EXPECT_NEAR(kernel::Distance<true>(ha.data(), hb.data(), d),
                 kernel::Distance<true>(a.data(), b.data(), d), 4 * tol)
         << d;
   }
