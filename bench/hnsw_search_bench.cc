@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ef_list.h"
 #include "index/ann_index.h"
 #include "index/distance.h"
 #include "index/flat_index.h"
@@ -486,17 +487,7 @@ int main(int argc, char** argv) {
     } else if (a == "--merge_to_one") {
       f.merge_to_one = true;
     } else if (const char* v = val("--efs=")) {
-      zv::index::ef_sweep.clear();
-      for (const char* p = v; *p;) {
-        char* end = nullptr;
-        const long ef = std::strtol(p, &end, 10);
-        if (end == p || ef < 1) {
-          std::fprintf(stderr, "--efs: expected N,N,... got %s\n", v);
-          return 2;
-        }
-        zv::index::ef_sweep.push_back(static_cast<int>(ef));
-        p = *end == ',' ? end + 1 : end;
-      }
+      if (!zv::bench::ParseEfList(v, &zv::index::ef_sweep)) return 2;
     } else if (a == "--bulk") {
       f.bulk = f.merge_to_one = true;
     } else if (a == "--pieces_too") {

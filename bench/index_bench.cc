@@ -27,11 +27,11 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/ef_list.h"
 #include "bench/npy_writer.h"
 #include "index/collection.h"
 #include "index/collection_impl.h"
@@ -616,21 +616,8 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--query_file=", 0) == 0) {
       f.query_file = a.substr(13);
     } else if (a.rfind("--efs=", 0) == 0) {
-      zv::index::ef_sweep.clear();
-      std::stringstream list(a.substr(6));
-      for (std::string ef; std::getline(list, ef, ',');) {
-        const int v = std::atoi(ef.c_str());
-        if (v < 1 || v > 65536) {
-          std::fprintf(stderr, "--efs: '%s' is not an ef in 1..65536\n",
-                       ef.c_str());
-          return 2;
-        }
-        zv::index::ef_sweep.push_back(v);
-      }
-      if (zv::index::ef_sweep.empty()) {
-        std::fprintf(stderr, "--efs: no values\n");
+      if (!zv::bench::ParseEfList(a.c_str() + 6, &zv::index::ef_sweep))
         return 2;
-      }
     } else {
       std::fprintf(stderr,
                    "usage: %s [--rows=N] [--queries=N] [--skip_hnsw] "

@@ -16,15 +16,8 @@ namespace {
 
 using hnsw_loop::Greater;
 using hnsw_loop::Less;
+using hnsw_loop::PrefetchRow;
 using hnsw_loop::Scored;
-
-// Every cache line of `bytes` from p (the hardware prefetcher does not follow
-// a jump to another row).
-__attribute__((always_inline)) inline void PrefetchBytes(const void* p,
-                                                         size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o);
-}
 
 struct Scratch {
   VisitedArray visited;
@@ -69,12 +62,8 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
     if constexpr (kBf16) {
       return g.bf16 + static_cast<size_t>(v) * stride;
     } else {
-      return rt.Row(begin + static_cast<uint64_t>(v));
+      return row(v);
     }
-  };
-  auto PrefetchRow = [&](const auto* r, size_t n)
-      __attribute__((always_inline)) {
-    PrefetchBytes(r, n * sizeof(*r));
   };
   // Internal distances (float or bf16 rows): smaller is closer (IP negated).
   auto dist = [&](const auto* a, const auto* b) __attribute__((always_inline)) {

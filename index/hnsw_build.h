@@ -25,9 +25,9 @@ struct GraphBuild {
   const RowTable* rows = nullptr;
   uint64_t begin = 0;
   size_t stride = 0;  // floats a row (the kernels read whole padded rows)
-  // If set, node i's row as bfloat16 at bf16 + i * stride, and every build
-  // distance is taken on these (half the bytes a distance: the build is
-  // bound by memory traffic); the segment rows are not read.
+  // If set, node i's row as bfloat16 at bf16 + i * stride: the beam (and the
+  // descent above it) reads these, half the bytes of a float row; its results
+  // are scored again on the float rows, which decide every link.
   const uint16_t* bf16 = nullptr;
   bool ip = true;
   omp_lock_t* locks = nullptr;     // one a node

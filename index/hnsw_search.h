@@ -55,13 +55,14 @@ namespace hnsw_loop {
 
 using Scored = std::pair<float, int32_t>;  // (distance, node), smaller closer
 
-// Row bytes prefetched ahead of a distance: the whole row (384 floats = 24
-// lines); the hardware prefetcher does not follow a jump to another row.
-__attribute__((always_inline)) inline void PrefetchRow(const float* r,
+// Row bytes prefetched ahead of a distance: the whole row of `stride` values
+// (floats, or the build's bf16; 384 floats = 24 lines); the hardware
+// prefetcher does not follow a jump to another row.
+template <typename T>
+__attribute__((always_inline)) inline void PrefetchRow(const T* r,
                                                        size_t stride) {
   const char* p = reinterpret_cast<const char*>(r);
-  for (size_t o = 0; o < stride * sizeof(float); o += 64)
-    __builtin_prefetch(p + o);
+  for (size_t o = 0; o < stride * sizeof(T); o += 64) __builtin_prefetch(p + o);
 }
 
 // Heap orders over Scored: min-heap (candidates) and max-heap (results).
