@@ -22,6 +22,7 @@
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
 //     [--bulk] [--efs=10,16,32,...]
 //     [--skip_faiss] [--skip_hnswlib] [--build_beam=float|bf16]
+//     [--build_prefetch=N]
 //     [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -67,6 +68,7 @@ struct Flags {
   bool merge_to_one = false, pieces_too = false, bulk = false;
   bool skip_faiss = false, skip_hnswlib = false;
   bool bf16_build = PieceOptions{}.bf16_build;  // ZeroVec's build beam rows
+  int build_prefetch = PieceOptions{}.build_prefetch_rows;
   std::string base_file, query_file;
 };
 
@@ -417,6 +419,7 @@ int Main(Flags f) {
   po.ef_construction = f.efc;
   po.interval = f.interval;
   po.bf16_build = f.bf16_build;
+  po.build_prefetch_rows = f.build_prefetch;
   SetPieceOptions(po);
   Data d;
   if (!LoadData(&f, &d)) return 1;
@@ -424,12 +427,12 @@ int Main(Flags f) {
       "%zu x %u rows (%s, latent %d), %zu queries, M %d, efConstruction %d, %d "
       "threads, "
       "interval %llu, batch %zu, merge_to_one %d, bulk %d, build beam %s, "
-      "search ISA %s\n",
+      "build prefetch %d rows, search ISA %s\n",
       f.rows, f.dim, f.base_file.empty() ? "LatentClustered" : "files",
       f.latent, f.queries, f.m, f.efc, omp_get_max_threads(),
       static_cast<unsigned long long>(f.interval), f.batch,
       f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0, f.bf16_build ? "bf16" : "float",
-      DetectIsa() == Isa::kAvx512 ? "avx512"
+      f.build_prefetch, DetectIsa() == Isa::kAvx512 ? "avx512"
       : DetectIsa() == Isa::kAvx2 ? "avx2"
                                   : "portable");
   std::fflush(stdout);
@@ -502,6 +505,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       f.bf16_build = std::strcmp(v, "bf16") == 0;
+    } else if (const char* v = val("--build_prefetch=")) {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (end == v || *end != '\0' || n < 1 || n > 64) {
+        std::fprintf(stderr, "--build_prefetch: rows 1-64, got %s\n", v);
+        return 2;
+      }
+      f.build_prefetch = static_cast<int>(n);
     } else {
       std::fprintf(
           stderr,
@@ -509,7 +520,7 @@ int main(int argc, char** argv) {
           "[--clusters=C] [--latent=L] [--m=M] [--efc=N] [--threads=N] "
           "[--interval=N] [--batch=N] [--merge_to_one] "
           "[--pieces_too] [--bulk] [--efs=N,N,...] [--skip_faiss] "
-          "[--skip_hnswlib] [--build_beam=float|bf16] "
+          "[--skip_hnswlib] [--build_beam=float|bf16] [--build_prefetch=N] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

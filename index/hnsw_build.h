@@ -30,6 +30,8 @@ struct GraphBuild {
   // are scored again on the float rows, which decide every link.
   const uint16_t* bf16 = nullptr;
   bool ip = true;
+  // Rows prefetched ahead of the one being scored (>= 1).
+  int prefetch_rows = 8;
   omp_lock_t* locks = nullptr;     // one a node
   std::mutex* entry_mu = nullptr;  // guards h->entry_point and h->max_level
 };

@@ -261,6 +261,7 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   build.ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
   build.locks = locks.get().data();
   build.entry_mu = &entry_mu;
+  build.prefetch_rows = std::clamp(GetPieceOptions().build_prefetch_rows, 1, 64);
   // Every node's row as bf16 (the nodes already in are linked to as well).
   std::vector<uint16_t> bf16;
   if (GetPieceOptions().bf16_build) {

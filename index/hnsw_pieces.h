@@ -99,6 +99,11 @@ struct PieceOptions {
   // the bytes a beam distance, for builds bound by memory bandwidth; off by
   // default: on a 2-core host it built 10 % slower (bench/RESULTS.md).
   bool bf16_build = false;
+  // Rows the build's loops ask the memory system for ahead of the distance
+  // they compute (1: only the next row, the loop before 2026-12-07). Deeper
+  // keeps more misses in flight: 8 built 15-25 % faster than 1 on a 2-core
+  // EPYC (bench/RESULTS.md, issue 21).
+  int build_prefetch_rows = 8;
 };
 
 // Options for HNSW indexes opened from now on in this process (tests and
@@ -115,7 +120,7 @@ class RowTable {
   RowTable(const shm::SegmentView& view, uint64_t rows);
   uint64_t rows() const { return rows_; }
   size_t stride() const { return stride_; }
-  const float* Row(uint64_t r) const {
+  __attribute__((always_inline)) const float* Row(uint64_t r) const {
     const size_t b = Block(r);
     return bases_[b] + (r - firsts_[b]) * stride_;
   }
@@ -128,7 +133,7 @@ class RowTable {
  private:
   // Extents grow geometrically, then all hold rows_per_extent rows: the few
   // growing ones are scanned, the rest found by division.
-  size_t Block(uint64_t r) const {
+  __attribute__((always_inline)) size_t Block(uint64_t r) const {
     if (r >= fixed_first_row_) {
       // rows_per_extent is a power of two by default: a shift, not a divide
       // (this runs for every row an HNSW search reads).
