@@ -32,13 +32,16 @@
 #          path, deferred load sealed into one graph)
 #   graph  bench/hnsw_bisect: graph quality at 1M (alias: bisect)
 #   efc    the piece build at EFCS ("64 200")
+#   pfsweep   ZeroVec's seal alone at PF_ROWS (500000) rows for each build
+#          prefetch depth in PFS ("1 8")
 #   realmake  makes REAL (default /tmp/zvreal) from PASSAGES_XZ on the GPU
 #          (needs a --cuda bundle with //bench:embed_corpus_bench)
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
 #          bench/realembed), --bulk as in "one"
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), INTERVAL (20000),
 # BATCH (10000), ONE_EFS / REAL_EFS (the sweeps of one / real), BUILD_BEAM
-# (float | bf16: the rows ZeroVec's build beam reads). Logs and summary.txt in
+# (float | bf16: the rows ZeroVec's build beam reads), BUILD_PF (rows the
+# build prefetches ahead; the default is PieceOptions'). Logs and summary.txt in
 # $OUT.
 set -uo pipefail
 T0=$(date +%s)
@@ -75,7 +78,17 @@ for s in ${STEPS:-one}; do
       step one_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
         --queries="$QUERIES" --efc="$EFC" --threads="$T" \
         --interval="$INTERVAL" --batch="$BATCH" --bulk \
-        ${ONE_EFS:+--efs=$ONE_EFS} ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} ;;
+        ${ONE_EFS:+--efs=$ONE_EFS} ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
+        ${BUILD_PF:+--build_prefetch=$BUILD_PF} ;;
+    pfsweep)
+      # ZeroVec's seal alone at PF_ROWS synthetic rows for each prefetch
+      # depth of PFS (rows requested ahead of the distance being scored).
+      for pf in ${PFS:-1 8}; do
+        step "pf${pf}" 120 "$B/bin/hnsw_search_bench" --rows="${PF_ROWS:-500000}" \
+          --queries=200 --efc="$EFC" --threads="$T" --bulk --skip_faiss \
+          --skip_hnswlib --efs=16,64 --build_prefetch="$pf" \
+          ${BUILD_BEAM:+--build_beam=$BUILD_BEAM}
+      done ;;
     live)
       # The live path: pieces as loaded, then sealed into one graph.
       step live_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
@@ -102,7 +115,8 @@ for s in ${STEPS:-one}; do
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
         --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,640,768,896,1024}" \
-        ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} ;;
+        ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
+        ${BUILD_PF:+--build_prefetch=$BUILD_PF} ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
