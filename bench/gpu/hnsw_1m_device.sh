@@ -33,7 +33,8 @@
 #   graph  bench/hnsw_bisect: graph quality at 1M (alias: bisect)
 #   efc    the piece build at EFCS ("64 200")
 #   pfsweep   ZeroVec's seal alone at PF_ROWS (500000) rows for each build
-#          prefetch depth in PFS ("1 8"; "8:bf16" with the bf16 beam)
+#          prefetch depth in PFS ("1 8"; "8:bf16" with the bf16 beam); HSB
+#          names another build of hnsw_search_bench (a variant to compare)
 #   realmake  makes REAL (default /tmp/zvreal) from PASSAGES_XZ on the GPU
 #          (needs a --cuda bundle with //bench:embed_corpus_bench)
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
@@ -87,7 +88,7 @@ for s in ${STEPS:-one}; do
       for spec in ${PFS:-1 8}; do
         pf=${spec%%:*} beam=float
         [[ $spec == *:* ]] && beam=${spec#*:}
-        step "pf${pf}_$beam" 120 "$B/bin/hnsw_search_bench" \
+        step "pf${pf}_$beam" 120 "${HSB:-$B/bin/hnsw_search_bench}" \
           --rows="${PF_ROWS:-500000}" --queries=200 --efc="$EFC" \
           --threads="$T" --bulk --skip_faiss --skip_hnswlib --efs=16,64 \
           --build_prefetch="$pf" --build_beam="$beam"
