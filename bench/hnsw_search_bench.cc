@@ -22,7 +22,7 @@
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
 //     [--bulk] [--efs=10,16,32,...]
 //     [--skip_faiss] [--skip_hnswlib] [--build_beam=float|bf16]
-//     [--build_prefetch=N]
+//     [--build_prefetch=N] [--build_order=BITS[:RANDOM_FRACTION]]
 //     [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -69,6 +69,8 @@ struct Flags {
   bool skip_faiss = false, skip_hnswlib = false;
   bool bf16_build = PieceOptions{}.bf16_build;  // ZeroVec's build beam rows
   int build_prefetch = PieceOptions{}.build_prefetch_rows;
+  int order_bits = PieceOptions{}.build_order_bits;
+  double order_random = PieceOptions{}.build_order_random_fraction;
   std::string base_file, query_file;
 };
 
@@ -420,6 +422,8 @@ int Main(Flags f) {
   po.interval = f.interval;
   po.bf16_build = f.bf16_build;
   po.build_prefetch_rows = f.build_prefetch;
+  po.build_order_bits = f.order_bits;
+  po.build_order_random_fraction = f.order_random;
   SetPieceOptions(po);
   Data d;
   if (!LoadData(&f, &d)) return 1;
@@ -427,12 +431,13 @@ int Main(Flags f) {
       "%zu x %u rows (%s, latent %d), %zu queries, M %d, efConstruction %d, %d "
       "threads, "
       "interval %llu, batch %zu, merge_to_one %d, bulk %d, build beam %s, "
-      "build prefetch %d rows, search ISA %s\n",
+      "build prefetch %d rows, level-0 order %d bits after %.2f random, "
+      "search ISA %s\n",
       f.rows, f.dim, f.base_file.empty() ? "LatentClustered" : "files",
       f.latent, f.queries, f.m, f.efc, omp_get_max_threads(),
       static_cast<unsigned long long>(f.interval), f.batch,
       f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0, f.bf16_build ? "bf16" : "float",
-      f.build_prefetch, DetectIsa() == Isa::kAvx512 ? "avx512"
+      f.build_prefetch, f.order_bits, f.order_random, DetectIsa() == Isa::kAvx512 ? "avx512"
       : DetectIsa() == Isa::kAvx2 ? "avx2"
                                   : "portable");
   std::fflush(stdout);
@@ -513,6 +518,26 @@ int main(int argc, char** argv) {
         return 2;
       }
       f.build_prefetch = static_cast<int>(n);
+    } else if (const char* v = val("--build_order=")) {
+      // BITS[:RANDOM_FRACTION]
+      char* end = nullptr;
+      const long bits = std::strtol(v, &end, 10);
+      double frac = f.order_random;
+      if (end != v && *end == ':') {
+        const char* fs = end + 1;
+        frac = std::strtod(fs, &end);
+        if (end == fs) end = const_cast<char*>(fs) - 1;  // malformed
+      }
+      if (end == v || *end != '\0' || bits < 0 || bits > 31 || frac < 0 ||
+          frac > 1) {
+        std::fprintf(stderr,
+                     "--build_order: BITS[:RANDOM_FRACTION], bits 0-31, "
+                     "fraction 0-1, got %s\n",
+                     v);
+        return 2;
+      }
+      f.order_bits = static_cast<int>(bits);
+      f.order_random = frac;
     } else {
       std::fprintf(
           stderr,
@@ -521,6 +546,7 @@ int main(int argc, char** argv) {
           "[--interval=N] [--batch=N] [--merge_to_one] "
           "[--pieces_too] [--bulk] [--efs=N,N,...] [--skip_faiss] "
           "[--skip_hnswlib] [--build_beam=float|bf16] [--build_prefetch=N] "
+          "[--build_order=BITS[:RANDOM_FRACTION]] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

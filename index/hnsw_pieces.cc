@@ -232,6 +232,48 @@ void RangeStorage::reconstruct(idx_t key, float* recons) const {
 
 const float* RangeStorage::Row(idx_t i) const { return rows_.Row(begin_ + i); }
 
+namespace {
+
+// Orders `nodes` (level 0, already shuffled) as PieceOptions::build_order_*
+// say: the first `random_fraction` stay in random order, the rest are sorted
+// by the signs of their rows' projections on `bits` random hyperplanes.
+void OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
+                      double random_fraction, int threads,
+                      std::vector<int>* nodes) {
+  bits = std::min(bits, 31);
+  const size_t skip = static_cast<size_t>(
+      std::clamp(random_fraction, 0.0, 1.0) * static_cast<double>(nodes->size()));
+  if (bits <= 0 || nodes->size() - skip < 2) return;
+  // Hyperplanes padded to the row stride (zeros past the dimension).
+  std::vector<float> planes(static_cast<size_t>(bits) * stride, 0.f);
+  std::mt19937_64 rng(4242);
+  std::normal_distribution<float> normal;
+  for (int b = 0; b < bits; ++b)
+    for (size_t j = 0; j < static_cast<size_t>(storage.d); ++j)
+      planes[b * stride + j] = normal(rng);
+  std::vector<std::pair<uint32_t, int>> keyed(nodes->size() - skip);
+  const RowTable& rt = storage.rows();
+  const uint64_t first = storage.begin();
+#pragma omp parallel for num_threads(std::max(threads, 1)) schedule(static)
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    const int v = (*nodes)[skip + i];
+    const float* r = rt.Row(first + static_cast<uint64_t>(v));
+    uint32_t key = 0;
+    for (int b = 0; b < bits; ++b) {
+      const float dot =
+          kernel::Distance<false>(planes.data() + b * stride, r, stride);
+      key = (key << 1) | (dot > 0 ? 1u : 0u);
+    }
+    keyed[i] = {key, v};
+  }
+  // Stable: equal codes keep their random order.
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) (*nodes)[skip + i] = keyed[i].second;
+}
+
+}  // namespace
+
 Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
                          uint64_t n, const std::atomic<bool>* stop,
                          int threads) {
@@ -283,6 +325,11 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   for (int l = static_cast<int>(by_level.size()) - 1; l >= 0; --l) {
     std::vector<int>& nodes = by_level[l];
     std::shuffle(nodes.begin(), nodes.end(), rng);
+    if (l == 0) {
+      const PieceOptions po = GetPieceOptions();
+      OrderForLocality(storage, build.stride, po.build_order_bits,
+                       po.build_order_random_fraction, threads, &nodes);
+    }
     for (size_t c0 = 0; c0 < nodes.size(); c0 += chunk) {
       if (stop && stop->load(std::memory_order_relaxed))
         return CancelledError("HNSW piece build stopped");

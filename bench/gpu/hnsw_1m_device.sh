@@ -35,6 +35,8 @@
 #   pfsweep   ZeroVec's seal alone at PF_ROWS (500000) rows for each build
 #          prefetch depth in PFS ("1 8"; "8:bf16" with the bf16 beam); HSB
 #          names another build of hnsw_search_bench (a variant to compare)
+#   ordersweep  the same for each level-0 insertion order in ORDERS
+#          ("0 16:0.3": BITS[:RANDOM_FRACTION], 0 = random)
 #   realmake  makes REAL (default /tmp/zvreal) from PASSAGES_XZ on the GPU
 #          (needs a --cuda bundle with //bench:embed_corpus_bench)
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
@@ -42,7 +44,8 @@
 # Environment: ROWS (1000000), QUERIES (500), EFC (100), INTERVAL (20000),
 # BATCH (10000), ONE_EFS / REAL_EFS (the sweeps of one / real), BUILD_BEAM
 # (float | bf16: the rows ZeroVec's build beam reads), BUILD_PF (rows the
-# build prefetches ahead; the default is PieceOptions'). Logs and summary.txt in
+# build prefetches ahead; the default is PieceOptions'), BUILD_ORDER (the
+# level-0 insertion order, BITS[:RANDOM_FRACTION]). Logs and summary.txt in
 # $OUT.
 set -uo pipefail
 T0=$(date +%s)
@@ -80,7 +83,17 @@ for s in ${STEPS:-one}; do
         --queries="$QUERIES" --efc="$EFC" --threads="$T" \
         --interval="$INTERVAL" --batch="$BATCH" --bulk \
         ${ONE_EFS:+--efs=$ONE_EFS} ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
-        ${BUILD_PF:+--build_prefetch=$BUILD_PF} ;;
+        ${BUILD_PF:+--build_prefetch=$BUILD_PF} \
+        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ;;
+    ordersweep)
+      # ZeroVec's seal alone at PF_ROWS synthetic rows for each level-0
+      # insertion order of ORDERS (BITS[:RANDOM_FRACTION]; 0 = random).
+      for o in ${ORDERS:-0 16:0.3}; do
+        step "order${o/:/_}" 120 "${HSB:-$B/bin/hnsw_search_bench}" \
+          --rows="${PF_ROWS:-500000}" --queries=200 --efc="$EFC" \
+          --threads="$T" --bulk --skip_faiss --skip_hnswlib --efs=16,32,64 \
+          --build_order="$o"
+      done ;;
     pfsweep)
       # ZeroVec's seal alone at PF_ROWS synthetic rows for each prefetch
       # depth of PFS (rows requested ahead of the distance being scored).
@@ -120,7 +133,8 @@ for s in ${STEPS:-one}; do
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
         --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,640,768,896,1024}" \
         ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
-        ${BUILD_PF:+--build_prefetch=$BUILD_PF} ;;
+        ${BUILD_PF:+--build_prefetch=$BUILD_PF} \
+        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
