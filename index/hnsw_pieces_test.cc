@@ -501,6 +501,9 @@ TEST_F(HnswPiecesTest, DeferredLoadIsBuiltOnceAtTheSeal) {
   PieceOptions o;
   o.interval = kInterval;
   o.max_backlog = 100;  // the deferred load goes far past it
+  // No merges: the pieces built after the seal stay countable (with merges
+  // they could fold into one, sooner or later as the build runs).
+  o.merge_fanout = 1000;
   SetPieceOptions(o);
   constexpr size_t kRows = 2400, kMore = 1200, kQueries = 40;
   data_ = testing::ClusteredVectors(kRows + kMore + kQueries, kDim, 30, 47);
