@@ -520,16 +520,23 @@ int main(int argc, char** argv) {
       f.build_prefetch = static_cast<int>(n);
     } else if (const char* v = val("--build_order=")) {
       // BITS[:RANDOM_FRACTION]
-      char* end = nullptr;
-      const long bits = std::strtol(v, &end, 10);
-      double frac = f.order_random;
-      if (end != v && *end == ':') {
-        const char* fs = end + 1;
-        frac = std::strtod(fs, &end);
-        if (end == fs) end = const_cast<char*>(fs) - 1;  // malformed
-      }
-      if (end == v || *end != '\0' || bits < 0 || bits > 31 || frac < 0 ||
-          frac > 1) {
+      const std::string spec = v;
+      const size_t colon = spec.find(':');
+      const std::string bits_s = spec.substr(0, colon);
+      const std::string frac_s =
+          colon == std::string::npos ? "" : spec.substr(colon + 1);
+      char* bits_end = nullptr;
+      char* frac_end = nullptr;
+      const long bits = std::strtol(bits_s.c_str(), &bits_end, 10);
+      const double frac = frac_s.empty()
+                              ? f.order_random
+                              : std::strtod(frac_s.c_str(), &frac_end);
+      const bool bits_ok = !bits_s.empty() && *bits_end == '\0' &&
+                           bits >= 0 && bits <= 31;
+      const bool frac_ok = colon == std::string::npos ||
+                           (!frac_s.empty() && *frac_end == '\0' &&
+                            frac >= 0 && frac <= 1);
+      if (!bits_ok || !frac_ok) {
         std::fprintf(stderr,
                      "--build_order: BITS[:RANDOM_FRACTION], bits 0-31, "
                      "fraction 0-1, got %s\n",

@@ -70,23 +70,20 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
     return kL2 ? kernel::Distance<true>(a, b, stride)
                : -kernel::Distance<false>(a, b, stride);
   };
-  // Rows of `ids` [0, n) are scored in order: before scoring row j, the row
-  // `ahead` places on is requested, so several misses are in flight at once
-  // (one row ahead left the loop waiting on each row's first miss).
-  const int ahead = g.prefetch_rows;
-  // Ids below 0 (a slot another thread emptied meanwhile) are skipped.
-  auto prefetch_first = [&](auto row_of, auto id_at, size_t n)
+  // Rows of a list [0, n) are scored in order; before scoring row j the
+  // window ahead of it is requested (rows 0..ahead at j = 0, then row
+  // j + ahead), so several misses are in flight at once (one row ahead left
+  // the loop waiting on each row's first miss). Ids below 0 (a slot another
+  // thread emptied meanwhile) are skipped.
+  const size_t ahead = static_cast<size_t>(g.prefetch_rows);
+  auto prefetch_ahead = [&](auto row_of, auto id_at, size_t j, size_t n)
       __attribute__((always_inline)) {
-    for (size_t j = 0; j < std::min(n, static_cast<size_t>(ahead)); ++j) {
-      const int32_t v = id_at(j);
+    const size_t from = j == 0 ? 0 : j + ahead;
+    const size_t to = std::min(n, j + ahead + 1);
+    for (size_t i = from; i < to; ++i) {
+      const int32_t v = id_at(i);
       if (v >= 0) PrefetchRow(row_of(v), stride);
     }
-  };
-  auto prefetch_next = [&](auto row_of, auto id_at, size_t j, size_t n)
-      __attribute__((always_inline)) {
-    if (j + ahead >= n) return;
-    const int32_t v = id_at(j + ahead);
-    if (v >= 0) PrefetchRow(row_of(v), stride);
   };
   const float* q = row(pt);
   const Elem* beam_q = beam_row(pt);
@@ -139,9 +136,8 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
     fight.clear();
     fight.emplace_back(dist(rs, row(dest)), dest);
     auto list_at = [&](size_t j) { return nb[b + j]; };
-    prefetch_first(row, list_at, e - b);
     for (size_t i = b; i < e; ++i) {
-      prefetch_next(row, list_at, i - b, e - b);
+      prefetch_ahead(row, list_at, i - b, e - b);
       fight.emplace_back(dist(rs, row(nb[i])), nb[i]);
     }
     std::sort(fight.begin(), fight.end(), Less());
@@ -173,15 +169,12 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
       moved = false;
       const size_t b = offsets[nearest] + cum[level];
       const size_t e = offsets[nearest] + cum[level + 1];
-      size_t n = 0;  // the list's filled slots
-      while (b + n < e && nb[b + n] >= 0) ++n;
       auto list_at = [&](size_t j) { return nb[b + j]; };
-      prefetch_first(beam_row, list_at, n);
-      for (size_t j = 0; j < n; ++j) {
+      for (size_t j = 0; j < e - b; ++j) {
         // Read once: another thread may shrink this list meanwhile.
         const int32_t v = nb[b + j];
         if (v < 0) break;
-        prefetch_next(beam_row, list_at, j, n);
+        prefetch_ahead(beam_row, list_at, j, e - b);
         const float dv = dist(beam_q, beam_row(v));
         if (dv < d_nearest) nearest = v, d_nearest = dv, moved = true;
       }
@@ -220,9 +213,8 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
         fresh[nf++] = v;
       }
       auto fresh_at = [&](size_t j) { return fresh[j]; };
-      prefetch_first(beam_row, fresh_at, nf);
       for (int32_t j = 0; j < nf; ++j) {
-        prefetch_next(beam_row, fresh_at, j, nf);
+        prefetch_ahead(beam_row, fresh_at, j, nf);
         const int32_t v = fresh[j];
         const float dv = dist(beam_q, beam_row(v));
         if (best.size() < efc || dv < best.front().first) {
@@ -242,9 +234,8 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
     if constexpr (kBf16) {
       // The float rows decide: every neighbour kept and every link below.
       auto best_at = [&](size_t j) { return best[j].second; };
-      prefetch_first(row, best_at, best.size());
       for (size_t i = 0; i < best.size(); ++i) {
-        prefetch_next(row, best_at, i, best.size());
+        prefetch_ahead(row, best_at, i, best.size());
         best[i].first = dist(q, row(best[i].second));
       }
       std::sort(best.begin(), best.end(), Less());

@@ -101,8 +101,8 @@ struct PieceOptions {
   bool bf16_build = false;
   // Rows the build's loops ask the memory system for ahead of the distance
   // they compute (1: only the next row, the loop before 2026-12-07). Deeper
-  // keeps more misses in flight: 8 built 15-25 % faster than 1 on a 2-core
-  // EPYC (bench/RESULTS.md, issue 21).
+  // keeps more misses in flight: 8 built 9-19 % faster than 1 on a 2-core
+  // EPYC, 4 % on 16 Xeon cores (bench/RESULTS.md, issue 21).
   int build_prefetch_rows = 8;
   // Level-0 insertion order. After a random build_order_random_fraction of
   // the level's nodes (a skeleton over the whole space), the rest go in the

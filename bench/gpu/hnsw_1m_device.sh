@@ -74,6 +74,15 @@ STEP_GREP='^\||pieces|vectors from|generating|HNSW M|progress:| vs |rows x'
 STEP_LINES=130
 INTERVAL=${INTERVAL:-20000}
 BATCH=${BATCH:-10000}
+# ZeroVec's seal alone at PF_ROWS synthetic rows (HSB: another build of the
+# bench to compare): seal_alone NAME FLAGS...
+seal_alone() {
+  local name=$1
+  shift
+  step "$name" 120 "${HSB:-$B/bin/hnsw_search_bench}" \
+    --rows="${PF_ROWS:-500000}" --queries=200 --efc="$EFC" --threads="$T" \
+    --bulk --skip_faiss --skip_hnswlib --efs=16,32,64 "$@"
+}
 for s in ${STEPS:-one}; do
   case $s in
     one)
@@ -89,33 +98,16 @@ for s in ${STEPS:-one}; do
       # ZeroVec's seal alone at PF_ROWS synthetic rows for each level-0
       # insertion order of ORDERS (BITS[:RANDOM_FRACTION]; 0 = random).
       for o in ${ORDERS:-0 16:0.3}; do
-        step "order${o/:/_}" 120 "${HSB:-$B/bin/hnsw_search_bench}" \
-          --rows="${PF_ROWS:-500000}" --queries=200 --efc="$EFC" \
-          --threads="$T" --bulk --skip_faiss --skip_hnswlib --efs=16,32,64 \
-          --build_order="$o"
+        seal_alone "order${o/:/_}" --build_order="$o"
       done ;;
     pfsweep)
-      # ZeroVec's seal alone at PF_ROWS synthetic rows for each prefetch
-      # depth of PFS (rows requested ahead of the distance being scored).
-      # An entry DEPTH:bf16 builds with the bf16 beam.
+      # The same for each prefetch depth of PFS (rows requested ahead of the
+      # distance being scored); an entry DEPTH:bf16 builds with the bf16 beam.
       for spec in ${PFS:-1 8}; do
         pf=${spec%%:*} beam=float
         [[ $spec == *:* ]] && beam=${spec#*:}
-        step "pf${pf}_$beam" 120 "${HSB:-$B/bin/hnsw_search_bench}" \
-          --rows="${PF_ROWS:-500000}" --queries=200 --efc="$EFC" \
-          --threads="$T" --bulk --skip_faiss --skip_hnswlib --efs=16,64 \
-          --build_prefetch="$pf" --build_beam="$beam"
+        seal_alone "pf${pf}_$beam" --build_prefetch="$pf" --build_beam="$beam"
       done ;;
-    live)
-      # The live path: pieces as loaded, then sealed into one graph.
-      step live_1m 540 "$B/bin/hnsw_search_bench" --rows="$ROWS" \
-        --queries="$QUERIES" --efc="$EFC" --threads="$T" \
-        --interval="$INTERVAL" --batch="$BATCH" --merge_to_one --pieces_too ;;
-    synth)
-      step synth_1m 540 "$B/bin/index_bench" --rows="$ROWS" \
-        --queries="$QUERIES" --flat_queries=50 --filter --efc="$EFC" \
-        --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
-        ${MERGE:+--merge_to_one} ;;
     realmake)
       # The real-embedding set made in this call (needs a --cuda bundle
       # holding //bench:embed_corpus_bench and .device-hnsw/passages.txt.xz,
