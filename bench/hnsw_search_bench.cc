@@ -22,7 +22,8 @@
 //     [--interval=20000] [--batch=10000] [--merge_to_one] [--pieces_too]
 //     [--bulk] [--efs=10,16,32,...]
 //     [--skip_faiss] [--skip_hnswlib] [--build_beam=float|bf16]
-//     [--build_prefetch=N] [--build_order=BITS[:RANDOM_FRACTION]]
+//     [--build_prefetch=N] [--build_order=BITS[:RANDOM_FRACTION[:STRIPES]]]
+//     [--search_prefetch=N,...]
 //     [--base=X.npy --query_file=Q.npy]
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -35,6 +36,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/ef_list.h"
@@ -42,6 +44,7 @@
 #include "index/distance.h"
 #include "index/flat_index.h"
 #include "index/hnsw_pieces.h"
+#include "index/hnsw_search.h"
 #include "index/test_util.h"
 #include "shm/segment.h"
 #include "tools/vector_file.h"
@@ -71,6 +74,10 @@ struct Flags {
   int build_prefetch = PieceOptions{}.build_prefetch_rows;
   int order_bits = PieceOptions{}.build_order_bits;
   double order_random = PieceOptions{}.build_order_random_fraction;
+  int order_stripes = PieceOptions{}.build_order_stripes;
+  // Search prefetch depths: ZeroVec's graph is swept at each (one engine a
+  // depth, the first the main one).
+  std::vector<int> search_prefetch = {SearchPrefetchRows()};
   std::string base_file, query_file;
 };
 
@@ -424,6 +431,7 @@ int Main(Flags f) {
   po.build_prefetch_rows = f.build_prefetch;
   po.build_order_bits = f.order_bits;
   po.build_order_random_fraction = f.order_random;
+  po.build_order_stripes = f.order_stripes;
   SetPieceOptions(po);
   Data d;
   if (!LoadData(&f, &d)) return 1;
@@ -431,18 +439,41 @@ int Main(Flags f) {
       "%zu x %u rows (%s, latent %d), %zu queries, M %d, efConstruction %d, %d "
       "threads, "
       "interval %llu, batch %zu, merge_to_one %d, bulk %d, build beam %s, "
-      "build prefetch %d rows, level-0 order %d bits after %.2f random, "
-      "search ISA %s\n",
+      "build prefetch %d rows, level-0 order %d bits after %.2f random in %d "
+      "stripes (0: one a thread), search prefetch %d rows, search ISA %s\n",
       f.rows, f.dim, f.base_file.empty() ? "LatentClustered" : "files",
       f.latent, f.queries, f.m, f.efc, omp_get_max_threads(),
       static_cast<unsigned long long>(f.interval), f.batch,
       f.merge_to_one ? 1 : 0, f.bulk ? 1 : 0, f.bf16_build ? "bf16" : "float",
-      f.build_prefetch, f.order_bits, f.order_random, DetectIsa() == Isa::kAvx512 ? "avx512"
+      f.build_prefetch, f.order_bits, f.order_random, f.order_stripes,
+      f.search_prefetch[0],
+      DetectIsa() == Isa::kAvx512 ? "avx512"
       : DetectIsa() == Isa::kAvx2 ? "avx2"
                                   : "portable");
   std::fflush(stdout);
   const auto dir = testing::MakeTempDir("zv-hnsw-search");
   std::vector<Engine> engines = RunZeroVec(f, d, dir);
+  {
+    // The last ZeroVec engine (the graph as `zerovec build` leaves it) at
+    // each search prefetch depth.
+    Engine& main_engine = engines.back();
+    const SearchFn inner = main_engine.search;
+    auto at_depth = [inner](int depth) -> SearchFn {
+      return [inner, depth](int ef, size_t nq, size_t first, int64_t* labels) {
+        SetSearchPrefetchRows(depth);
+        inner(ef, nq, first, labels);
+      };
+    };
+    main_engine.search = at_depth(f.search_prefetch[0]);
+    Engine variant = main_engine;  // copied: push_back moves main_engine
+    variant.note = "the same graph";
+    for (size_t i = 1; i < f.search_prefetch.size(); ++i) {
+      Engine e = variant;
+      e.name += ", search prefetch " + std::to_string(f.search_prefetch[i]);
+      e.search = at_depth(f.search_prefetch[i]);
+      engines.push_back(std::move(e));
+    }
+  }
   if (!f.skip_faiss) engines.push_back(RunFaiss(f, d));
   if (!f.skip_hnswlib) engines.push_back(RunHnswlib(f, d));
   // Everything not swept yet, side by side.
@@ -518,33 +549,59 @@ int main(int argc, char** argv) {
         return 2;
       }
       f.build_prefetch = static_cast<int>(n);
+    } else if (const char* v = val("--search_prefetch=")) {
+      f.search_prefetch.clear();
+      for (std::string_view rest = v;;) {
+        const size_t comma = rest.find(',');
+        const std::string item(rest.substr(0, comma));
+        char* end = nullptr;
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || n < 1 || n > 64) {
+          std::fprintf(stderr, "--search_prefetch: rows 1-64, got %s\n", v);
+          return 2;
+        }
+        f.search_prefetch.push_back(static_cast<int>(n));
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
     } else if (const char* v = val("--build_order=")) {
-      // BITS[:RANDOM_FRACTION]
-      const std::string spec = v;
-      const size_t colon = spec.find(':');
-      const std::string bits_s = spec.substr(0, colon);
-      const std::string frac_s =
-          colon == std::string::npos ? "" : spec.substr(colon + 1);
+      // BITS[:RANDOM_FRACTION[:STRIPES]]
+      std::vector<std::string> parts;
+      for (std::string_view rest = v;;) {
+        const size_t colon = rest.find(':');
+        parts.emplace_back(rest.substr(0, colon));
+        if (colon == std::string_view::npos) break;
+        rest.remove_prefix(colon + 1);
+      }
       char* bits_end = nullptr;
       char* frac_end = nullptr;
-      const long bits = std::strtol(bits_s.c_str(), &bits_end, 10);
-      const double frac = frac_s.empty()
-                              ? f.order_random
-                              : std::strtod(frac_s.c_str(), &frac_end);
-      const bool bits_ok = !bits_s.empty() && *bits_end == '\0' &&
-                           bits >= 0 && bits <= 31;
-      const bool frac_ok = colon == std::string::npos ||
-                           (!frac_s.empty() && *frac_end == '\0' &&
-                            frac >= 0 && frac <= 1);
-      if (!bits_ok || !frac_ok) {
-        std::fprintf(stderr,
-                     "--build_order: BITS[:RANDOM_FRACTION], bits 0-31, "
-                     "fraction 0-1, got %s\n",
-                     v);
+      char* stripes_end = nullptr;
+      const long bits = std::strtol(parts[0].c_str(), &bits_end, 10);
+      const double frac = parts.size() > 1
+                              ? std::strtod(parts[1].c_str(), &frac_end)
+                              : f.order_random;
+      const long stripes = parts.size() > 2
+                               ? std::strtol(parts[2].c_str(), &stripes_end, 10)
+                               : f.order_stripes;
+      const bool bits_ok =
+          !parts[0].empty() && *bits_end == '\0' && bits >= 0 && bits <= 31;
+      const bool frac_ok =
+          parts.size() < 2 ||
+          (!parts[1].empty() && *frac_end == '\0' && frac >= 0 && frac <= 1);
+      const bool stripes_ok =
+          parts.size() < 3 || (!parts[2].empty() && *stripes_end == '\0' &&
+                               stripes >= 0 && stripes <= 1024);
+      if (!bits_ok || !frac_ok || !stripes_ok || parts.size() > 3) {
+        std::fprintf(
+            stderr,
+            "--build_order: BITS[:RANDOM_FRACTION[:STRIPES]], bits "
+            "0-31, fraction 0-1, stripes 0-1024 (0: one a thread), got %s\n",
+            v);
         return 2;
       }
       f.order_bits = static_cast<int>(bits);
       f.order_random = frac;
+      f.order_stripes = static_cast<int>(stripes);
     } else {
       std::fprintf(
           stderr,
@@ -553,7 +610,9 @@ int main(int argc, char** argv) {
           "[--interval=N] [--batch=N] [--merge_to_one] "
           "[--pieces_too] [--bulk] [--efs=N,N,...] [--skip_faiss] "
           "[--skip_hnswlib] [--build_beam=float|bf16] [--build_prefetch=N] "
-          "[--build_order=BITS[:RANDOM_FRACTION]] "
+          "[--build_order=BITS[:RANDOM_FRACTION[:STRIPES]]] "
+          "[--search_prefetch=N,...] "
+          "[--search_prefetch=N,...] "
           "[--base=F --query_file=F]\n",
           argv[0]);
       return 2;

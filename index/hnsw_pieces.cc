@@ -40,6 +40,8 @@ constexpr uint32_t kManifestVersion = 1;
 constexpr uint64_t kAlign = 64;
 // Rows inserted between checks of the stop flag.
 constexpr uint64_t kBuildBatch = 512;
+// Nodes a build thread takes at a time (OpenMP's dynamic chunk).
+constexpr size_t kBuildRun = 8;
 
 std::mutex options_mu;
 PieceOptions options_value;
@@ -238,11 +240,12 @@ namespace {
 // say: the first `random_fraction` stay in random order, the rest are sorted
 // by the signs of their rows' projections on `bits` random hyperplanes.
 void OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
-                      double random_fraction, int threads,
+                      double random_fraction, int stripes, int threads,
                       std::vector<int>* nodes) {
   bits = std::min(bits, 31);
-  const size_t skip = static_cast<size_t>(
-      std::clamp(random_fraction, 0.0, 1.0) * static_cast<double>(nodes->size()));
+  const size_t skip =
+      static_cast<size_t>(std::clamp(random_fraction, 0.0, 1.0) *
+                          static_cast<double>(nodes->size()));
   if (bits <= 0 || nodes->size() - skip < 2) return;
   // Hyperplanes padded to the row stride (zeros past the dimension).
   std::vector<float> planes(static_cast<size_t>(bits) * stride, 0.f);
@@ -267,9 +270,21 @@ void OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
     keyed[i] = {key, v};
   }
   // Stable: equal codes keep their random order.
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < keyed.size(); ++i) (*nodes)[skip + i] = keyed[i].second;
+  std::stable_sort(
+      keyed.begin(), keyed.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Stripes of the sorted order, their runs of kBuildRun nodes interleaved (a
+  // thread takes kBuildRun at a time: it inserts a run in order).
+  const size_t m = keyed.size();
+  const size_t n_stripes =
+      std::clamp<size_t>(stripes > 0 ? stripes : std::max(threads, 1), 1, m);
+  const size_t stripe = (m + n_stripes - 1) / n_stripes;
+  size_t out = skip;
+  for (size_t r = 0; r < stripe; r += kBuildRun)
+    for (size_t s = 0; s < n_stripes; ++s)
+      for (size_t i = s * stripe + r;
+           i < std::min({s * stripe + r + kBuildRun, (s + 1) * stripe, m}); ++i)
+        (*nodes)[out++] = keyed[i].second;
 }
 
 }  // namespace
@@ -303,7 +318,8 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
   build.ip = storage.metric_type == faiss::METRIC_INNER_PRODUCT;
   build.locks = locks.get().data();
   build.entry_mu = &entry_mu;
-  build.prefetch_rows = std::clamp(GetPieceOptions().build_prefetch_rows, 1, 64);
+  build.prefetch_rows =
+      std::clamp(GetPieceOptions().build_prefetch_rows, 1, 64);
   // Every node's row as bf16 (the nodes already in are linked to as well).
   std::vector<uint16_t> bf16;
   if (GetPieceOptions().bf16_build) {
@@ -328,7 +344,8 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
     if (l == 0) {
       const PieceOptions po = GetPieceOptions();
       OrderForLocality(storage, build.stride, po.build_order_bits,
-                       po.build_order_random_fraction, threads, &nodes);
+                       po.build_order_random_fraction, po.build_order_stripes,
+                       threads, &nodes);
     }
     for (size_t c0 = 0; c0 < nodes.size(); c0 += chunk) {
       if (stop && stop->load(std::memory_order_relaxed))
@@ -336,7 +353,7 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
       const size_t c1 = std::min(nodes.size(), c0 + chunk);
       std::atomic<bool> failed{false};
 #pragma omp parallel for num_threads(std::max(threads, 1)) \
-    schedule(dynamic, 8) if (c1 - c0 > 64)
+    schedule(dynamic, kBuildRun) if (c1 - c0 > 64)
       for (size_t i = c0; i < c1; ++i) {
         try {
           InsertNode(build, nodes[i]);

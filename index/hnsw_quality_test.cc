@@ -68,7 +68,17 @@ TEST(Bf16KernelTest, RoundsToNearestEvenAndKeepsDistances) {
   }
 }
 
-class HnswQualityTest : public ::testing::TestWithParam<bool> {};
+// How the piece's graph is built: the default, the bf16 beam, the level-0
+// locality order in one stripe (threads insert neighbouring nodes at once)
+// and in faiss's random order.
+struct BuildVariant {
+  const char* name;
+  bool bf16_build;
+  int order_bits;
+  int order_stripes;
+};
+
+class HnswQualityTest : public ::testing::TestWithParam<BuildVariant> {};
 
 TEST_P(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   omp_set_num_threads(1);  // deterministic builds, cheap under sanitizers
@@ -92,7 +102,9 @@ TEST_P(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   po.interval = kRows / 4;
   po.max_backlog = UINT64_MAX / 2;
   po.ef_construction = kEfConstruction;
-  po.bf16_build = GetParam();
+  po.bf16_build = GetParam().bf16_build;
+  po.build_order_bits = GetParam().order_bits;
+  po.build_order_stripes = GetParam().order_stripes;
   SetPieceOptions(po);
   const auto dir = testing::MakeTempDir("quality");
   auto db = Database::Open(dir);
@@ -126,10 +138,8 @@ TEST_P(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
     for (size_t q = 0; q < kQueries; ++q)
       for (size_t j = 0; j < (*r)[q].size() && j < kK; ++j)
         got[q * kK + j] = std::stoll((*r)[q][j].id);
-    std::printf(
-        "ef %d: piece recall@10 %.4f (bf16 build %d), faiss one add "
-        "%.4f\n",
-        ef, Recall(got, truth), GetParam() ? 1 : 0, Recall(ref, truth));
+    std::printf("ef %d: piece recall@10 %.4f (%s), faiss one add %.4f\n", ef,
+                Recall(got, truth), GetParam().name, Recall(ref, truth));
     ours += Recall(got, truth);
     theirs += Recall(ref, truth);
   }
@@ -143,11 +153,15 @@ TEST_P(HnswQualityTest, PieceGraphAsGoodAsOneFaissAdd) {
   std::filesystem::remove_all(dir, ec);
 }
 
-INSTANTIATE_TEST_SUITE_P(FloatAndBf16Rows, HnswQualityTest,
-                         ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "Bf16" : "Float";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    BuildVariants, HnswQualityTest,
+    ::testing::Values(BuildVariant{"Float", false, 16, 0},
+                      BuildVariant{"Bf16", true, 16, 0},
+                      BuildVariant{"OneStripe", false, 16, 1},
+                      BuildVariant{"RandomOrder", false, 0, 0}),
+    [](const ::testing::TestParamInfo<BuildVariant>& p) {
+      return std::string(p.param.name);
+    });
 
 }  // namespace
 }  // namespace zv::index

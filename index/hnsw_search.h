@@ -1,7 +1,7 @@
 // The HNSW graph search over rows in place (pieces and the live graph), one
 // loop compiled per instruction set with the distance inlined (AVX-512, AVX2,
 // portable; chosen once at run time as distance.h does), a dense per-thread
-// visited array and hnswlib's prefetching. Internal to index/.
+// visited array and rows prefetched several ahead. Internal to index/.
 #ifndef ZEROVEC_INDEX_HNSW_SEARCH_H_
 #define ZEROVEC_INDEX_HNSW_SEARCH_H_
 
@@ -90,6 +90,11 @@ void SearchGraphRows(const GraphRef& g, const RowTable& rows,
                      const float* query, int k, int ef,
                      const faiss::IDSelector* sel, float* dist, int64_t* out,
                      SearchIsa isa = SearchIsa::kAuto);
+
+// Rows the search requests ahead of the distance it computes (1-64, default
+// 8; 1: the next row only, hnswlib's rule). Process-wide; benchmarks set it.
+void SetSearchPrefetchRows(int rows);
+int SearchPrefetchRows();
 
 // This thread's visited array (tests inspect it).
 VisitedArray& ThreadVisited();

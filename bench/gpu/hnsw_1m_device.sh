@@ -36,7 +36,8 @@
 #          prefetch depth in PFS ("1 8"; "8:bf16" with the bf16 beam); HSB
 #          names another build of hnsw_search_bench (a variant to compare)
 #   ordersweep  the same for each level-0 insertion order in ORDERS
-#          ("0 16:0.3": BITS[:RANDOM_FRACTION], 0 = random)
+#          ("0 16:0.3": BITS[:RANDOM_FRACTION[:SWEEPS]], 0 = random)
+#   seals  the same for each flag set in SEALS (';' between sets)
 #   realmake  makes REAL (default /tmp/zvreal) from PASSAGES_XZ on the GPU
 #          (needs a --cuda bundle with //bench:embed_corpus_bench)
 #   real   bench/hnsw_search_bench on REAL=DIR (base.npy + queries.npy from
@@ -45,8 +46,8 @@
 # BATCH (10000), ONE_EFS / REAL_EFS (the sweeps of one / real), BUILD_BEAM
 # (float | bf16: the rows ZeroVec's build beam reads), BUILD_PF (rows the
 # build prefetches ahead; the default is PieceOptions'), BUILD_ORDER (the
-# level-0 insertion order, BITS[:RANDOM_FRACTION]). Logs and summary.txt in
-# $OUT.
+# level-0 insertion order, BITS[:RANDOM_FRACTION[:SWEEPS]]), BUILD_FLAGS (more
+# hnsw_search_bench flags for one and real). Logs and summary.txt in $OUT.
 set -uo pipefail
 T0=$(date +%s)
 DEADLINE=${1:-530}
@@ -93,7 +94,15 @@ for s in ${STEPS:-one}; do
         --interval="$INTERVAL" --batch="$BATCH" --bulk \
         ${ONE_EFS:+--efs=$ONE_EFS} ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
         ${BUILD_PF:+--build_prefetch=$BUILD_PF} \
-        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ;;
+        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ${BUILD_FLAGS:-} ;;
+    seals)
+      # ZeroVec's seal alone at PF_ROWS synthetic rows for each flag set of
+      # SEALS (sets separated by ';', e.g. "--build_order=0;--new_links0=32").
+      IFS=';' read -ra sets <<<"${SEALS:---build_order=0}"
+      for i in "${!sets[@]}"; do
+        # shellcheck disable=SC2086 # a set is several flags
+        seal_alone "seal$i" ${sets[$i]}
+      done ;;
     ordersweep)
       # ZeroVec's seal alone at PF_ROWS synthetic rows for each level-0
       # insertion order of ORDERS (BITS[:RANDOM_FRACTION]; 0 = random).
@@ -120,13 +129,13 @@ for s in ${STEPS:-one}; do
         bash bench/realembed/make_realembed.sh "$REAL" "$ROWS" "$QUERIES" ;;
     real)
       [[ -f $REAL/base.npy ]] || continue
-      step real 400 "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
+      step real "${REAL_S:-400}" "$B/bin/hnsw_search_bench" --base="$REAL/base.npy" \
         --query_file="$REAL/queries.npy" --rows="$ROWS" --queries="$QUERIES" \
         --efc="$EFC" --threads="$T" --interval="$INTERVAL" --batch="$BATCH" \
         --bulk --efs="${REAL_EFS:-10,16,24,32,48,64,96,128,192,256,384,512,640,768,896,1024}" \
         ${BUILD_BEAM:+--build_beam=$BUILD_BEAM} \
         ${BUILD_PF:+--build_prefetch=$BUILD_PF} \
-        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ;;
+        ${BUILD_ORDER:+--build_order=$BUILD_ORDER} ${BUILD_FLAGS:-} ;;
     graph | bisect)
       # The same 1M rows as one faiss add, as InsertLevelsFirst over the
       # rows in place (what pieces are built by now) and as faiss adds of
