@@ -238,15 +238,16 @@ namespace {
 
 // Orders `nodes` (level 0, already shuffled) as PieceOptions::build_order_*
 // say: the first `random_fraction` stay in random order, the rest are sorted
-// by the signs of their rows' projections on `bits` random hyperplanes.
-void OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
+// by the signs of their rows' projections on `bits` random hyperplanes, in
+// `stripes` interleaved stripes (0: `threads`). False if a node went missing.
+bool OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
                       double random_fraction, int stripes, int threads,
                       std::vector<int>* nodes) {
   bits = std::min(bits, 31);
   const size_t skip =
       static_cast<size_t>(std::clamp(random_fraction, 0.0, 1.0) *
                           static_cast<double>(nodes->size()));
-  if (bits <= 0 || nodes->size() - skip < 2) return;
+  if (bits <= 0 || nodes->size() - skip < 2) return true;
   // Hyperplanes padded to the row stride (zeros past the dimension).
   std::vector<float> planes(static_cast<size_t>(bits) * stride, 0.f);
   std::mt19937_64 rng(4242);
@@ -285,6 +286,8 @@ void OrderForLocality(const RangeStorage& storage, size_t stride, int bits,
       for (size_t i = s * stripe + r;
            i < std::min({s * stripe + r + kBuildRun, (s + 1) * stripe, m}); ++i)
         (*nodes)[out++] = keyed[i].second;
+  // Every node exactly once: a node left out would be missing from the graph.
+  return out == nodes->size();
 }
 
 }  // namespace
@@ -343,9 +346,10 @@ Status InsertLevelsFirst(faiss::IndexHNSW& index, RangeStorage& storage,
     std::shuffle(nodes.begin(), nodes.end(), rng);
     if (l == 0) {
       const PieceOptions po = GetPieceOptions();
-      OrderForLocality(storage, build.stride, po.build_order_bits,
-                       po.build_order_random_fraction, po.build_order_stripes,
-                       threads, &nodes);
+      if (!OrderForLocality(storage, build.stride, po.build_order_bits,
+                            po.build_order_random_fraction,
+                            po.build_order_stripes, threads, &nodes))
+        return InternalError("HNSW insert: level-0 order lost a node");
     }
     for (size_t c0 = 0; c0 < nodes.size(); c0 += chunk) {
       if (stop && stop->load(std::memory_order_relaxed))
