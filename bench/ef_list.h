@@ -1,5 +1,5 @@
-// Parses the HNSW benchmarks' --efs=A,B,... (index_bench, hnsw_search_bench):
-// efSearch values in 1..65536, comma-separated. Benchmarks only.
+// Parses the HNSW benchmarks' integer lists (--efs=A,B,... of index_bench and
+// hnsw_search_bench, --search_prefetch=...). Benchmarks only.
 #ifndef ZEROVEC_BENCH_EF_LIST_H_
 #define ZEROVEC_BENCH_EF_LIST_H_
 
@@ -11,28 +11,33 @@
 
 namespace zv::bench {
 
-// False (with a message on stderr) unless `text` is a non-empty list of
-// integers in range; *out is replaced only on success.
-inline bool ParseEfList(const char* text, std::vector<int>* out) {
-  std::vector<int> efs;
+// False (with a message on stderr naming `flag`) unless `text` is a non-empty
+// comma-separated list of integers in [lo, hi]; *out is replaced only on
+// success.
+inline bool ParseIntList(const char* flag, const char* text, long lo, long hi,
+                         std::vector<int>* out) {
+  std::vector<int> values;
   for (const char* p = text;;) {
     char* end = nullptr;
     errno = 0;
-    const long ef = std::strtol(p, &end, 10);
-    if (end == p || errno != 0 || ef < 1 || ef > 65536 ||
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || errno != 0 || v < lo || v > hi ||
         (*end != ',' && *end != '\0')) {
-      std::fprintf(stderr,
-                   "--efs: expected efSearch values 1..65536 as N,N,..."
-                   " got '%s'\n",
-                   text);
+      std::fprintf(stderr, "%s: expected values %ld..%ld as N,N,... got '%s'\n",
+                   flag, lo, hi, text);
       return false;
     }
-    efs.push_back(static_cast<int>(ef));
+    values.push_back(static_cast<int>(v));
     if (*end == '\0') break;
     p = end + 1;
   }
-  *out = std::move(efs);
+  *out = std::move(values);
   return true;
+}
+
+// --efs: efSearch values in 1..65536.
+inline bool ParseEfList(const char* text, std::vector<int>* out) {
+  return ParseIntList("--efs", text, 1, 65536, out);
 }
 
 }  // namespace zv::bench

@@ -550,20 +550,9 @@ int main(int argc, char** argv) {
       }
       f.build_prefetch = static_cast<int>(n);
     } else if (const char* v = val("--search_prefetch=")) {
-      f.search_prefetch.clear();
-      for (std::string_view rest = v;;) {
-        const size_t comma = rest.find(',');
-        const std::string item(rest.substr(0, comma));
-        char* end = nullptr;
-        const long n = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || n < 1 || n > 64) {
-          std::fprintf(stderr, "--search_prefetch: rows 1-64, got %s\n", v);
-          return 2;
-        }
-        f.search_prefetch.push_back(static_cast<int>(n));
-        if (comma == std::string_view::npos) break;
-        rest.remove_prefix(comma + 1);
-      }
+      if (!zv::bench::ParseIntList("--search_prefetch", v, 1, 64,
+                                   &f.search_prefetch))
+        return 2;
     } else if (const char* v = val("--build_order=")) {
       // BITS[:RANDOM_FRACTION[:STRIPES]]
       std::vector<std::string> parts;

@@ -16,6 +16,7 @@ namespace {
 
 using hnsw_loop::Greater;
 using hnsw_loop::Less;
+using hnsw_loop::PrefetchAhead;
 using hnsw_loop::PrefetchRow;
 using hnsw_loop::Scored;
 
@@ -70,20 +71,12 @@ __attribute__((always_inline)) inline void Insert(const GraphBuild& g,
     return kL2 ? kernel::Distance<true>(a, b, stride)
                : -kernel::Distance<false>(a, b, stride);
   };
-  // Rows of a list [0, n) are scored in order; before scoring row j the
-  // window ahead of it is requested (rows 0..ahead at j = 0, then row
-  // j + ahead), so several misses are in flight at once (one row ahead left
-  // the loop waiting on each row's first miss). Ids below 0 (a slot another
-  // thread emptied meanwhile) are skipped.
+  // Rows of a list are requested g.prefetch_rows ahead of the one scored
+  // (one row ahead left the loop waiting on each row's first miss).
   const size_t ahead = static_cast<size_t>(g.prefetch_rows);
   auto prefetch_ahead = [&](auto row_of, auto id_at, size_t j, size_t n)
       __attribute__((always_inline)) {
-    const size_t from = j == 0 ? 0 : j + ahead;
-    const size_t to = std::min(n, j + ahead + 1);
-    for (size_t i = from; i < to; ++i) {
-      const int32_t v = id_at(i);
-      if (v >= 0) PrefetchRow(row_of(v), stride);
-    }
+    PrefetchAhead(row_of, id_at, j, n, ahead, stride);
   };
   const float* q = row(pt);
   const Elem* beam_q = beam_row(pt);

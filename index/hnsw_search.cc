@@ -15,6 +15,7 @@ namespace {
 
 using hnsw_loop::Greater;
 using hnsw_loop::Less;
+using hnsw_loop::PrefetchAhead;
 using hnsw_loop::PrefetchRow;
 using hnsw_loop::Scored;
 
@@ -139,11 +140,10 @@ __attribute__((always_inline)) inline void Loop(const Args& a) {
         continue;
       fresh[nf++] = v;
     }
-    const size_t n_fresh = static_cast<size_t>(nf);
-    for (size_t j = 0; j < std::min(n_fresh, a.ahead); ++j)
-      PrefetchRow(row(fresh[j]), stride);
+    auto fresh_at = [&](size_t j) { return fresh[j]; };
     for (int32_t j = 0; j < nf; ++j) {
-      if (j + a.ahead < n_fresh) PrefetchRow(row(fresh[j + a.ahead]), stride);
+      PrefetchAhead(row, fresh_at, static_cast<size_t>(j),
+                    static_cast<size_t>(nf), a.ahead, stride);
       const int32_t v = fresh[j];
       const float dv = d(row(v));
       if (best.size() < cap || dv < bound) {

@@ -65,6 +65,22 @@ __attribute__((always_inline)) inline void PrefetchRow(const T* r,
   for (size_t o = 0; o < stride * sizeof(T); o += 64) __builtin_prefetch(p + o);
 }
 
+// The prefetch window of a list of ids scored in order [0, n): before
+// scoring entry j, the rows `ahead` entries on are requested (entries
+// 0..ahead at j = 0, then entry j + ahead), so several misses are in flight
+// at once. Ids below 0 (a slot another thread emptied meanwhile) are skipped.
+template <typename RowOf, typename IdAt>
+__attribute__((always_inline)) inline void PrefetchAhead(RowOf row_of,
+                                                         IdAt id_at, size_t j,
+                                                         size_t n, size_t ahead,
+                                                         size_t stride) {
+  const size_t to = std::min(n, j + ahead + 1);
+  for (size_t i = j == 0 ? 0 : j + ahead; i < to; ++i) {
+    const int32_t v = id_at(i);
+    if (v >= 0) PrefetchRow(row_of(v), stride);
+  }
+}
+
 // Heap orders over Scored: min-heap (candidates) and max-heap (results).
 struct Greater {
   bool operator()(const Scored& a, const Scored& b) const {
