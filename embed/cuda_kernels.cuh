@@ -401,6 +401,38 @@ __device__ __forceinline__ uint32_t PackHalf2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Two exp2 in one MUFU op (fp16 in and out; ex2(-inf) = +0). The result is
+// the fp16 P operand itself, so only the row sum needs the float values.
+__device__ __forceinline__ uint32_t Exp2Half2(uint32_t x) {
+  uint32_t y;
+  asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ float SumHalf2(uint32_t x) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&x));
+  return f.x + f.y;
+}
+
+// 16 bytes global -> shared without a register round trip; valid false
+// zero-fills the destination (src is not read then, but must be mapped).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src,
+                                          bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :
+               : "r"(SmemAddr(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // Eight fp16 values at src (16-byte aligned) plus bias, times s, as fp16.
 __device__ __forceinline__ uint4 BiasScale8(const half* src,
                                             const float (&b)[8], float s) {
@@ -426,7 +458,12 @@ __device__ __forceinline__ uint4 BiasScale8(const half* src,
 // helpers is for a change that can be timed and checked on a GPU).
 // KV_BIAS false: K and V are used without bias (the fused path drops the K
 // bias and folds the V bias into the output projection; see cuda_encoder.cu).
-template <int DH, int W, bool KV_BIAS>
+// FAST (the default; false is the first version, ZV_CUDA_ATTENTION=mma1):
+// exp2 two at a time in fp16 (the MUFU unit bounds this loop at head_dim 32:
+// 64 exps against 32 MMAs a warp and chunk), and, without K/V bias at
+// head_dim <= 64, K/V chunks double-buffered by cp.async so the next chunk's
+// loads overlap this chunk's math.
+template <int DH, int W, bool KV_BIAS, bool FAST>
 __global__ void __launch_bounds__(W * 32)
     MmaAttentionKernel(const half* __restrict__ qkv,
                        const float* __restrict__ qkv_bias,
@@ -439,16 +476,17 @@ __global__ void __launch_bounds__(W * 32)
                                            // ldmatrix rows hit distinct banks
   constexpr int kVecs = DH / 8;            // 16-byte vectors per row
   constexpr int kRowStep = kThreads / kVecs;
-  constexpr int kSmemRows = 2 * kKeys > kQ ? 2 * kKeys : kQ;
+  constexpr bool kPipe = FAST && !KV_BIAS && DH <= 64;  // static smem <= 48K
+  constexpr int kStages = kPipe ? 2 : 1;
+  constexpr int kSmemRows =
+      2 * kKeys * kStages > kQ ? 2 * kKeys * kStages : kQ;
   static_assert(DH % 16 == 0 && DH <= 128, "head_dim: multiple of 16, <= 128");
   static_assert(
       kThreads % kVecs == 0 && kQ % kRowStep == 0 && kKeys % kRowStep == 0,
       "tile shapes");
-  // K chunk rows [0, kKeys), V chunk rows [kKeys, 2 kKeys); the Q tile uses
-  // the same memory before the first chunk.
+  // Stage s: K chunk rows [2s kKeys, (2s+1) kKeys), V chunk the next kKeys;
+  // the Q tile uses the same memory before the first chunk.
   __shared__ __align__(16) half smem[kSmemRows * kLd];
-  half* const sk = smem;
-  half* const sv = smem + kKeys * kLd;
 
   const int seq = blockIdx.z, head = blockIdx.y;
   const int start = offsets[seq], len = offsets[seq + 1] - start;
@@ -485,6 +523,26 @@ __global__ void __launch_bounds__(W * 32)
         &smem[(warp * 16 + (lane & 15)) * kLd + ks * 16 + (lane >> 4) * 8]);
   }
 
+  // Chunk k0's K and V rows into stage `stage` by cp.async (rows past the
+  // sequence zero-filled: finite in P V; the source clamped to a real row).
+  auto issue_chunk = [&](int k0, int stage) {
+    half* const sk = smem + stage * 2 * kKeys * kLd;
+    half* const sv = sk + kKeys * kLd;
+#pragma unroll
+    for (int i = 0; i < kKeys / kRowStep; ++i) {
+      const int r = r0 + i * kRowStep;
+      const bool valid = k0 + r < len;
+      const half* row = base + size_t(valid ? k0 + r : 0) * ld;
+      attn::CpAsync16(&sk[r * kLd + cv * 8], row + h, valid);
+      attn::CpAsync16(&sv[r * kLd + cv * 8], row + 2 * h, valid);
+    }
+    attn::CpAsyncCommit();
+  };
+  if constexpr (kPipe) {
+    __syncthreads();  // every warp's Q fragments read before stage 0 lands
+    issue_chunk(0, 0);
+  }
+
   const bool active = q0 + warp * 16 < len;  // uniform per warp
   float o[DH / 8][4];
 #pragma unroll
@@ -493,25 +551,40 @@ __global__ void __launch_bounds__(W * 32)
   // and this thread's partial row sum (reduced across the quad at the end).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int k0 = 0; k0 < len; k0 += kKeys) {
+  for (int k0 = 0, chunk = 0; k0 < len; k0 += kKeys, ++chunk) {
     const int kc = min(kKeys, len - k0);
+    const half* sk = smem;
+    const half* sv = smem + kKeys * kLd;
     __syncthreads();  // Q fragments read / previous chunk consumed
-#pragma unroll
-    for (int i = 0; i < kKeys / kRowStep; ++i) {
-      const int r = r0 + i * kRowStep;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (r < kc) {  // rows past the sequence stay zero: finite in P V
-        const half* row = base + size_t(k0 + r) * ld;
-        if constexpr (KV_BIAS) {
-          kv = attn::BiasScale8(row + h, kb, 1.f);
-          vv = attn::BiasScale8(row + 2 * h, vb, 1.f);
-        } else {
-          kv = *reinterpret_cast<const uint4*>(row + h);
-          vv = *reinterpret_cast<const uint4*>(row + 2 * h);
-        }
+    if constexpr (kPipe) {
+      if (k0 + kKeys < len) {
+        issue_chunk(k0 + kKeys, (chunk + 1) & 1);
+        attn::CpAsyncWait<1>();  // this chunk's group has landed
+      } else {
+        attn::CpAsyncWait<0>();
       }
-      *reinterpret_cast<uint4*>(&sk[r * kLd + cv * 8]) = kv;
-      *reinterpret_cast<uint4*>(&sv[r * kLd + cv * 8]) = vv;
+      sk = smem + (chunk & 1) * 2 * kKeys * kLd;
+      sv = sk + kKeys * kLd;
+    } else {
+      half* const wk = smem;
+      half* const wv = smem + kKeys * kLd;
+#pragma unroll
+      for (int i = 0; i < kKeys / kRowStep; ++i) {
+        const int r = r0 + i * kRowStep;
+        uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+        if (r < kc) {  // rows past the sequence stay zero: finite in P V
+          const half* row = base + size_t(k0 + r) * ld;
+          if constexpr (KV_BIAS) {
+            kv = attn::BiasScale8(row + h, kb, 1.f);
+            vv = attn::BiasScale8(row + 2 * h, vb, 1.f);
+          } else {
+            kv = *reinterpret_cast<const uint4*>(row + h);
+            vv = *reinterpret_cast<const uint4*>(row + 2 * h);
+          }
+        }
+        *reinterpret_cast<uint4*>(&wk[r * kLd + cv * 8]) = kv;
+        *reinterpret_cast<uint4*>(&wv[r * kLd + cv * 8]) = vv;
+      }
     }
     __syncthreads();
     if (!active) continue;
@@ -555,12 +628,23 @@ __global__ void __launch_bounds__(W * 32)
       m[r] = m_new;
       l[r] *= corr[r];
     }
+    // P = exp2(S - m) as fp16 pairs: p[n][r] holds row r's two columns of
+    // n-tile n, already the A operand of P V.
+    uint32_t p[kKeys / 8][2];
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[n][i] = attn::Exp2(s[n][i] - m[i >> 1]);
-        l[i >> 1] += s[n][i];
+      for (int r = 0; r < 2; ++r) {
+        if constexpr (FAST) {
+          p[n][r] = attn::Exp2Half2(
+              attn::PackHalf2(s[n][2 * r] - m[r], s[n][2 * r + 1] - m[r]));
+          l[r] += attn::SumHalf2(p[n][r]);
+        } else {
+          const float e0 = attn::Exp2(s[n][2 * r] - m[r]);
+          const float e1 = attn::Exp2(s[n][2 * r + 1] - m[r]);
+          l[r] += e0 + e1;
+          p[n][r] = attn::PackHalf2(e0, e1);
+        }
       }
     }
 #pragma unroll
@@ -570,15 +654,12 @@ __global__ void __launch_bounds__(W * 32)
       o[d][2] *= corr[1];
       o[d][3] *= corr[1];
     }
-    // O += P V, P (fp16) straight from the S accumulators.
+    // O += P V.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       if (kk * 16 < kc) {
-        const uint32_t a[4] = {
-            attn::PackHalf2(s[2 * kk][0], s[2 * kk][1]),
-            attn::PackHalf2(s[2 * kk][2], s[2 * kk][3]),
-            attn::PackHalf2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-            attn::PackHalf2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const uint32_t a[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0],
+                               p[2 * kk + 1][1]};
 #pragma unroll
         for (int dp = 0; dp < DH / 16; ++dp) {
           uint32_t b[4];
@@ -611,22 +692,32 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
-// Which attention kernel the encoder runs. kMma unless the environment says
-// ZV_CUDA_ATTENTION=simt (the fp32 CUDA-core kernel, kept for comparison and
-// as a fallback).
-enum class AttentionImpl { kMma, kSimt };
+// Which attention kernel the encoder runs. kMma (tensor cores, fp16 exp2
+// and cp.async double buffering) unless the environment says
+// ZV_CUDA_ATTENTION=mma1 (the first tensor-core version, kept to time the
+// change side by side) or =simt (the fp32 CUDA-core kernel, kept for
+// comparison and as a fallback).
+enum class AttentionImpl { kMma, kMmaV1, kSimt };
 
 inline AttentionImpl AttentionImplFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION");
-  return e != nullptr && std::strcmp(e, "simt") == 0 ? AttentionImpl::kSimt
-                                                     : AttentionImpl::kMma;
+  if (e != nullptr && std::strcmp(e, "simt") == 0) return AttentionImpl::kSimt;
+  if (e != nullptr && std::strcmp(e, "mma1") == 0) return AttentionImpl::kMmaV1;
+  return AttentionImpl::kMma;
 }
 
 inline const char* AttentionImplName(AttentionImpl impl) {
-  return impl == AttentionImpl::kSimt ? "simt-fp32" : "mma-fp16";
+  switch (impl) {
+    case AttentionImpl::kSimt:
+      return "simt-fp32";
+    case AttentionImpl::kMmaV1:
+      return "mma-fp16-v1";
+    default:
+      return "mma-fp16-pipelined";
+  }
 }
 
-template <int DH, int W>
+template <int DH, int W, bool FAST>
 inline void LaunchMmaAttention(const half* qkv, const float* qkv_bias,
                                const int* offsets, int batch, int max_len,
                                int heads, int h, float scale, half* ctx,
@@ -634,32 +725,54 @@ inline void LaunchMmaAttention(const half* qkv, const float* qkv_bias,
   const dim3 grid((max_len + 16 * W - 1) / (16 * W), heads, batch);
   const float q_scale = scale * 1.4426950408889634f;
   if (kv_bias) {
-    MmaAttentionKernel<DH, W, true>
+    MmaAttentionKernel<DH, W, true, FAST>
         <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
   } else {
-    MmaAttentionKernel<DH, W, false>
+    MmaAttentionKernel<DH, W, false, FAST>
         <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
   }
 }
 
-template <int DH>
+template <int DH, bool FAST>
 inline void LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
                                  const int* offsets, int batch, int max_len,
                                  int heads, int h, float scale, half* ctx,
                                  cudaStream_t stream, bool kv_bias) {
   // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
   if (max_len <= 16) {
-    LaunchMmaAttention<DH, 1>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream, kv_bias);
+    LaunchMmaAttention<DH, 1, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                    heads, h, scale, ctx, stream, kv_bias);
   } else if (max_len <= 32) {
-    LaunchMmaAttention<DH, 2>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream, kv_bias);
+    LaunchMmaAttention<DH, 2, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                    heads, h, scale, ctx, stream, kv_bias);
   } else if (max_len <= 64) {
-    LaunchMmaAttention<DH, 4>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream, kv_bias);
+    LaunchMmaAttention<DH, 4, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                    heads, h, scale, ctx, stream, kv_bias);
   } else {
-    LaunchMmaAttention<DH, 8>(qkv, qkv_bias, offsets, batch, max_len, heads, h,
-                              scale, ctx, stream, kv_bias);
+    LaunchMmaAttention<DH, 8, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                    heads, h, scale, ctx, stream, kv_bias);
+  }
+}
+
+template <bool FAST>
+inline void LaunchMmaAttentionFor(int head_dim, const half* qkv,
+                                  const float* qkv_bias, const int* offsets,
+                                  int batch, int max_len, int heads, int h,
+                                  float scale, half* ctx, cudaStream_t stream,
+                                  bool kv_bias) {
+  switch (head_dim) {
+    case 32:
+      LaunchMmaAttentionDh<32, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                     heads, h, scale, ctx, stream, kv_bias);
+      break;
+    case 64:
+      LaunchMmaAttentionDh<64, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                     heads, h, scale, ctx, stream, kv_bias);
+      break;
+    default:
+      LaunchMmaAttentionDh<128, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                      heads, h, scale, ctx, stream, kv_bias);
+      break;
   }
 }
 
@@ -672,21 +785,16 @@ inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
                                    cudaStream_t stream, bool kv_bias = true) {
-  if (impl == AttentionImpl::kMma &&
+  if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    switch (head_dim) {
-      case 32:
-        LaunchMmaAttentionDh<32>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                 h, scale, ctx, stream, kv_bias);
-        break;
-      case 64:
-        LaunchMmaAttentionDh<64>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                 h, scale, ctx, stream, kv_bias);
-        break;
-      default:
-        LaunchMmaAttentionDh<128>(qkv, qkv_bias, offsets, batch, max_len, heads,
-                                  h, scale, ctx, stream, kv_bias);
-        break;
+    if (impl == AttentionImpl::kMma) {
+      LaunchMmaAttentionFor<true>(head_dim, qkv, qkv_bias, offsets, batch,
+                                  max_len, heads, h, scale, ctx, stream,
+                                  kv_bias);
+    } else {
+      LaunchMmaAttentionFor<false>(head_dim, qkv, qkv_bias, offsets, batch,
+                                   max_len, heads, h, scale, ctx, stream,
+                                   kv_bias);
     }
     return cudaGetLastError();
   }
