@@ -458,7 +458,7 @@ __device__ __forceinline__ uint4 BiasScale8(const half* src,
 // helpers is for a change that can be timed and checked on a GPU).
 // KV_BIAS false: K and V are used without bias (the fused path drops the K
 // bias and folds the V bias into the output projection; see cuda_encoder.cu).
-// FAST (the default; false is the first version, ZV_CUDA_ATTENTION=mma1):
+// FAST (ZV_CUDA_ATTENTION=mma2; false is the default kernel):
 // exp2 two at a time in fp16 (the MUFU unit bounds this loop at head_dim 32:
 // 64 exps against 32 MMAs a warp and chunk), and, without K/V bias at
 // head_dim <= 64, K/V chunks double-buffered by cp.async so the next chunk's
@@ -692,17 +692,17 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
-// Which attention kernel the encoder runs. kMma (tensor cores, fp16 exp2
-// and cp.async double buffering) unless the environment says
-// ZV_CUDA_ATTENTION=mma1 (the first tensor-core version, kept to time the
-// change side by side) or =simt (the fp32 CUDA-core kernel, kept for
-// comparison and as a fallback).
-enum class AttentionImpl { kMma, kMmaV1, kSimt };
+// Which attention kernel the encoder runs. kMma (tensor cores) unless the
+// environment says ZV_CUDA_ATTENTION=mma2 (the same with fp16 exp2 and
+// cp.async double buffering: opt-in until a device run has timed it beside
+// kMma and checked its vectors; bench/gpu/attention_v2_device.sh) or =simt
+// (the fp32 CUDA-core kernel, kept for comparison and as a fallback).
+enum class AttentionImpl { kMma, kMma2, kSimt };
 
 inline AttentionImpl AttentionImplFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION");
   if (e != nullptr && std::strcmp(e, "simt") == 0) return AttentionImpl::kSimt;
-  if (e != nullptr && std::strcmp(e, "mma1") == 0) return AttentionImpl::kMmaV1;
+  if (e != nullptr && std::strcmp(e, "mma2") == 0) return AttentionImpl::kMma2;
   return AttentionImpl::kMma;
 }
 
@@ -710,10 +710,10 @@ inline const char* AttentionImplName(AttentionImpl impl) {
   switch (impl) {
     case AttentionImpl::kSimt:
       return "simt-fp32";
-    case AttentionImpl::kMmaV1:
-      return "mma-fp16-v1";
-    default:
+    case AttentionImpl::kMma2:
       return "mma-fp16-pipelined";
+    default:
+      return "mma-fp16";
   }
 }
 
@@ -787,7 +787,7 @@ inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    cudaStream_t stream, bool kv_bias = true) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    if (impl == AttentionImpl::kMma) {
+    if (impl == AttentionImpl::kMma2) {
       LaunchMmaAttentionFor<true>(head_dim, qkv, qkv_bias, offsets, batch,
                                   max_len, heads, h, scale, ctx, stream,
                                   kv_bias);

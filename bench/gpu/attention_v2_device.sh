@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call for issue 14's attention lever: the tensor-core attention
-# with fp16 exp2 and cp.async double buffering (the default) beside the first
-# version (ZV_CUDA_ATTENTION=mma1), each in its own gpu_embed_bench process
+# with fp16 exp2 and cp.async double buffering (opt-in: ZV_CUDA_ATTENTION=mma2)
+# beside the default kernel, each in its own gpu_embed_bench process
 # (each measures its own GEMM ceiling), MiniLM and bge-base shapes, plus the
-# encoder tests and the default path's vectors against PyTorch fp32.
+# encoder tests and mma2's vectors against PyTorch fp32.
 #   Here:   tools/bundle.sh --cuda --no-python --out dist/zv-attn \
 #             //embed:cuda_encoder_test //bench/gpu:gpu_embed_bench
 #           mkdir -p .device-attn && tar -cJf .device-attn/zv-attn.tar.xz \
@@ -28,10 +28,10 @@ grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|Failure|Expected
   $OUT/tests.log | cut -c1-200
 wait $P1; echo "ckpt minilm t=$(el)"
 B=(--texts bench/gpu/texts.jsonl --batches 1,32,256,4096 --skip-e2e 1)
-timeout 120 $R/gpu_embed_bench --model /tmp/minilm --label minilm-pipelined "${B[@]}" \
+ZV_CUDA_ATTENTION=mma2 timeout 120 $R/gpu_embed_bench --model /tmp/minilm --label minilm-pipelined "${B[@]}" \
   --out $OUT/enc_minilm_pipelined.json --vectors-out $OUT/vec_minilm.json > $OUT/enc_minilm_pipelined.log 2>&1
 echo "bench minilm pipelined rc=$? t=$(el)"
-ZV_CUDA_ATTENTION=mma1 timeout 120 $R/gpu_embed_bench --model /tmp/minilm --label minilm-v1 "${B[@]}" \
+timeout 120 $R/gpu_embed_bench --model /tmp/minilm --label minilm-v1 "${B[@]}" \
   --out $OUT/enc_minilm_v1.json > $OUT/enc_minilm_v1.log 2>&1
 echo "bench minilm v1 rc=$? t=$(el)"
 TV=(--texts bench/gpu/texts.jsonl --vectors-only)
@@ -40,11 +40,11 @@ timeout 90 python3 bench/gpu/torch_gpu_bench.py --model /tmp/minilm --label mini
 echo "torch vectors minilm rc=$? t=$(el)"; grep -E "min_cos" $OUT/torch_vec_minilm.log | cut -c1-240
 wait $P2
 BB=(--texts bench/gpu/texts.jsonl --batches 1,32,4096 --skip-e2e 1)
-timeout 150 $R/gpu_embed_bench --model /tmp/bge --label bge-pipelined "${BB[@]}" \
+ZV_CUDA_ATTENTION=mma2 timeout 150 $R/gpu_embed_bench --model /tmp/bge --label bge-pipelined "${BB[@]}" \
   --out $OUT/enc_bge_pipelined.json --vectors-out $OUT/vec_bge.json > $OUT/enc_bge_pipelined.log 2>&1
 echo "bench bge pipelined rc=$? t=$(el)"
 if (( $(el) < 420 )); then
-  ZV_CUDA_ATTENTION=mma1 timeout 120 $R/gpu_embed_bench --model /tmp/bge --label bge-v1 "${BB[@]}" \
+  timeout 120 $R/gpu_embed_bench --model /tmp/bge --label bge-v1 "${BB[@]}" \
     --out $OUT/enc_bge_v1.json > $OUT/enc_bge_v1.log 2>&1
   echo "bench bge v1 rc=$? t=$(el)"
 fi
