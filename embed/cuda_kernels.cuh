@@ -642,7 +642,8 @@ __global__ void __launch_bounds__(W * 32)
         } else {
           const float e0 = attn::Exp2(s[n][2 * r] - m[r]);
           const float e1 = attn::Exp2(s[n][2 * r + 1] - m[r]);
-          l[r] += e0 + e1;
+          l[r] += e0;  // in this order: the default kernel's sums unchanged
+          l[r] += e1;
           p[n][r] = attn::PackHalf2(e0, e1);
         }
       }
