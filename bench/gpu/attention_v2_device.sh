@@ -10,6 +10,7 @@
 #             --exclude=share/zerovec/models -C dist zv-attn
 #   There:  ZV_BUNDLE=.device-attn/zv-attn.tar.xz bash bench/gpu/attention_v2_device.sh
 #           (carry .device-attn)
+#           QUICK=1: the attention tests and MiniLM x4096 on each kernel (~90 s).
 # Writes $OUT/tests.log, $OUT/enc_*.json / .log, $OUT/summary.md (~6 min).
 set -uo pipefail
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
@@ -21,8 +22,26 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit -
 cat $OUT/env.txt
 python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck1.log 2>&1 &
 P1=$!
-python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
-P2=$!
+if [[ -z ${QUICK:-} ]]; then
+  python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
+  P2=$!
+fi
+if [[ -n ${QUICK:-} ]]; then
+  # QUICK=1 (~90 s): the attention tests, then MiniLM x4096 on each kernel.
+  { echo "== cuda_encoder_test (attention)"
+    timeout 60 $T cuda_encoder_test --gtest_filter='*Pipelined*:*MmaAttention*:*TileShapes*'
+    echo "rc=$? t=$(el)"; } > $OUT/tests.log 2>&1
+  grep -E "^\[  (PASSED|FAILED|  OK) |^rc=|min cosine|Failure" $OUT/tests.log | cut -c1-200
+  wait $P1
+  for k in mma2 mma; do
+    ZV_CUDA_ATTENTION=$k timeout 45 $R/gpu_embed_bench --model /tmp/minilm --label minilm-$k \
+      --texts bench/gpu/texts.jsonl --batches 4096 --skip-e2e 1 \
+      --out $OUT/enc_minilm_$k.json > $OUT/enc_minilm_$k.log 2>&1
+    echo "bench minilm $k rc=$? t=$(el)"
+  done
+  python3 bench/gpu/summarize_encoder.py $OUT | tee $OUT/summary.md
+  exit 0
+fi
 { echo "== cuda_encoder_test"; timeout 170 $T cuda_encoder_test; echo "rc=$? t=$(el)"; } > $OUT/tests.log 2>&1
 grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|Failure|Expected|Which is|Value of" \
   $OUT/tests.log | cut -c1-200
