@@ -272,7 +272,7 @@ TEST_F(CudaEncoderTest, MmaAttentionMatchesSimtKernel) {
 // The opt-in tensor-core kernel (ZV_CUDA_ATTENTION=mma2: fp16 exp2, cp.async
 // double buffering) against the default one on the MiniLM and a head_dim 64
 // shape, 1 to 512 tokens: the speed-up must not move the vectors.
-TEST_F(CudaEncoderTest, PipelinedAttentionMatchesFirstVersion) {
+TEST_F(CudaEncoderTest, PipelinedAttentionMatchesDefaultKernel) {
   auto dir = testing::MakeMiniLmRandom();
   ASSERT_TRUE(dir.ok()) << dir.status();
   testing::TinyBertOptions o;
@@ -302,7 +302,7 @@ TEST_F(CudaEncoderTest, PipelinedAttentionMatchesFirstVersion) {
               std::string::npos)
         << first->device_description();
     const double c = MinCosine(*fast, *first, texts);
-    std::printf("%s: min cosine pipelined-v1 %.7f\n", model.c_str(), c);
+    std::printf("%s: min cosine mma2-default %.7f\n", model.c_str(), c);
     EXPECT_GE(c, 0.9999) << model;
   }
 }

@@ -523,10 +523,12 @@ __global__ void __launch_bounds__(W * 32)
         &smem[(warp * 16 + (lane & 15)) * kLd + ks * 16 + (lane >> 4) * 8]);
   }
 
+  // Stage `stage`'s K chunk; its V chunk follows kKeys rows on.
+  auto stage_keys = [&](int stage) { return smem + stage * 2 * kKeys * kLd; };
   // Chunk k0's K and V rows into stage `stage` by cp.async (rows past the
   // sequence zero-filled: finite in P V; the source clamped to a real row).
   auto issue_chunk = [&](int k0, int stage) {
-    half* const sk = smem + stage * 2 * kKeys * kLd;
+    half* const sk = stage_keys(stage);
     half* const sv = sk + kKeys * kLd;
 #pragma unroll
     for (int i = 0; i < kKeys / kRowStep; ++i) {
@@ -551,23 +553,20 @@ __global__ void __launch_bounds__(W * 32)
   // and this thread's partial row sum (reduced across the quad at the end).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int k0 = 0, chunk = 0; k0 < len; k0 += kKeys, ++chunk) {
+  for (int k0 = 0; k0 < len; k0 += kKeys) {
     const int kc = min(kKeys, len - k0);
-    const half* sk = smem;
-    const half* sv = smem + kKeys * kLd;
+    const int stage = kPipe ? (k0 / kKeys) & 1 : 0;
+    half* const sk = stage_keys(stage);
+    half* const sv = sk + kKeys * kLd;
     __syncthreads();  // Q fragments read / previous chunk consumed
     if constexpr (kPipe) {
       if (k0 + kKeys < len) {
-        issue_chunk(k0 + kKeys, (chunk + 1) & 1);
+        issue_chunk(k0 + kKeys, stage ^ 1);
         attn::CpAsyncWait<1>();  // this chunk's group has landed
       } else {
         attn::CpAsyncWait<0>();
       }
-      sk = smem + (chunk & 1) * 2 * kKeys * kLd;
-      sv = sk + kKeys * kLd;
     } else {
-      half* const wk = smem;
-      half* const wv = smem + kKeys * kLd;
 #pragma unroll
       for (int i = 0; i < kKeys / kRowStep; ++i) {
         const int r = r0 + i * kRowStep;
@@ -582,8 +581,8 @@ __global__ void __launch_bounds__(W * 32)
             vv = *reinterpret_cast<const uint4*>(row + 2 * h);
           }
         }
-        *reinterpret_cast<uint4*>(&wk[r * kLd + cv * 8]) = kv;
-        *reinterpret_cast<uint4*>(&wv[r * kLd + cv * 8]) = vv;
+        *reinterpret_cast<uint4*>(&sk[r * kLd + cv * 8]) = kv;
+        *reinterpret_cast<uint4*>(&sv[r * kLd + cv * 8]) = vv;
       }
     }
     __syncthreads();
