@@ -478,8 +478,7 @@ __global__ void __launch_bounds__(W * 32)
   constexpr int kRowStep = kThreads / kVecs;
   constexpr bool kPipe = FAST && !KV_BIAS && DH <= 64;  // static smem <= 48K
   constexpr int kStages = kPipe ? 2 : 1;
-  constexpr int kSmemRows =
-      2 * kKeys * kStages > kQ ? 2 * kKeys * kStages : kQ;
+  constexpr int kSmemRows = 2 * kKeys * kStages > kQ ? 2 * kKeys * kStages : kQ;
   static_assert(DH % 16 == 0 && DH <= 128, "head_dim: multiple of 16, <= 128");
   static_assert(
       kThreads % kVecs == 0 && kQ % kRowStep == 0 && kKeys % kRowStep == 0,
