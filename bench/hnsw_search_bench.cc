@@ -30,6 +30,7 @@
 #include <hnswlib/hnswlib.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -117,7 +118,7 @@ struct Engine {
 };
 
 // Latency: one query at a time on one thread, best of three passes; QPS: the
-// whole batch in one call on every thread.
+// whole batch on every thread, best of three passes of >= 0.2 s.
 Point Measure(int ef, size_t nq, const SearchFn& search,
               const std::vector<int64_t>& truth) {
   std::vector<int64_t> labels(nq * kK);
@@ -139,7 +140,21 @@ Point Measure(int ef, size_t nq, const SearchFn& search,
   }
   omp_set_num_threads(threads);
   p.recall = Recall(labels, truth, nq);
-  p.qps = nq / Seconds([&] { search(ef, nq, 0, labels.data()); });
+  // QPS: best of three passes, each repeating the batch for >= 0.2 s (one
+  // batch of 500 queries on 16 threads lasts ~10 ms: thread wake-ups and one
+  // lost core swung a single batch 2-4x).
+  for (int pass = 0; pass < 3; ++pass) {
+    size_t done = 0;
+    const double s = Seconds([&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      do {
+        search(ef, nq, 0, labels.data());
+        done += nq;
+      } while (std::chrono::steady_clock::now() - t0 <
+               std::chrono::milliseconds(200));
+    });
+    p.qps = std::max(p.qps, static_cast<double>(done) / s);
+  }
   return p;
 }
 
