@@ -119,7 +119,8 @@ struct PieceOptions {
   // nodes of different stripes at once (neighbours inserted at the same
   // moment cannot see each other). One stripe by default: on 16 Xeon cores
   // one a thread built real 1M embeddings 8-35 % slower (synthetic 3 %
-  // faster); on 2 cores it built synthetic 7 % faster (bench/RESULTS.md).
+  // faster); on 2 cores 300k synthetic rows 7 % faster, 1M rows not faster
+  // (bench/RESULTS.md, issue 21).
   int build_order_stripes = 1;
 };
 
