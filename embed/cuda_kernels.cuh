@@ -161,6 +161,93 @@ __global__ void BiasResidualLayerNormVecKernel(
   }
 }
 
+// x = LayerNorm(x + in W^T + bias) for a pass of at most kRows tokens, in
+// one launch instead of a GEMM and a LayerNorm kernel (a query is ~45
+// launches at ~3 us each, so launches are its time). A warp computes one
+// output column for every row (W row-major [n][k], k % 8 == 0); the block
+// that finishes last (a ticket in *done, reset to 0 for the next launch)
+// adds the residual and bias and normalises the rows. scratch: kRows * n.
+template <int kRows>
+__global__ void __launch_bounds__(256) SkinnyLinearLayerNormKernel(
+    const half* __restrict__ in, int t, int k, const half* __restrict__ w,
+    int n, half* __restrict__ x, const float* __restrict__ bias,
+    const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
+    float* __restrict__ scratch, unsigned int* __restrict__ done) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int warps = blockDim.x / 32;
+  const int col = blockIdx.x * warps + warp;
+  if (col < n) {
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
+    const half* wr = w + static_cast<size_t>(col) * k;
+    for (int kk = lane * 8; kk < k; kk += 32 * 8) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + kk));
+      const half2* wh = reinterpret_cast<const half2*>(&wv);
+      float2 wf[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wf[j] = __half22float2(wh[j]);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < t) {
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(
+              in + static_cast<size_t>(r) * k + kk));
+          const half2* xh = reinterpret_cast<const half2*>(&xv);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 xf = __half22float2(xh[j]);
+            acc[r] = fmaf(xf.x, wf[j].x, fmaf(xf.y, wf[j].y, acc[r]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r < t) {
+        const float sum = WarpSum(acc[r]);
+        if (lane == 0) scratch[static_cast<size_t>(r) * n + col] = sum;
+      }
+    }
+  }
+  // The classic last-block reduction: publish, take a ticket, and only the
+  // last block (which sees every block's columns) goes on.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int r = warp; r < t; r += warps) {
+    half* xr = x + static_cast<size_t>(r) * n;
+    const float* sr = scratch + static_cast<size_t>(r) * n;
+    float v[kLnPerLane];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLnPerLane; ++j) {
+      const int i = lane + 32 * j;
+      v[j] = 0.f;
+      if (i < n) {
+        v[j] = __half2float(xr[i]) + __ldcg(sr + i) + bias[i];
+        sum += v[j];
+      }
+    }
+    const float mean = WarpSum(sum) / n;
+    float var = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLnPerLane; ++j) {
+      if (lane + 32 * j < n) var += (v[j] - mean) * (v[j] - mean);
+    }
+    const float inv = rsqrtf(WarpSum(var) / n + eps);
+#pragma unroll
+    for (int j = 0; j < kLnPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < n) xr[i] = __float2half((v[j] - mean) * inv * gamma[i] + beta[i]);
+    }
+  }
+  if (threadIdx.x == 0) *done = 0u;
+}
+
 // out = e4m3(in * q[0]) (saturating), two elements a thread: the FP8 path's
 // cast of the FFN-up output where cuBLASLt cannot write e4m3 itself.
 __global__ void CastE4m3Kernel(const half2* in, __nv_fp8x2_e4m3* out,
