@@ -13,26 +13,16 @@
 #           QUICK=1: the attention tests and MiniLM x4096 on each kernel (~90 s).
 # Writes $OUT/tests.log, $OUT/enc_*.json / .log, $OUT/summary.md (~6 min).
 set -uo pipefail
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-OUT=${OUT:-/tmp/attn_out}; mkdir -p "$OUT"
-source bench/gpu/bundle.sh
-R=$BUNDLE/bin
-T=$BUNDLE/bin/run-test
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $OUT/env.txt 2>&1
-cat $OUT/env.txt
-python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck1.log 2>&1 &
-P1=$!
+OUT=${OUT:-/tmp/attn_out}
+source bench/gpu/encoder_lib.sh
+checkpoint minilm /tmp/minilm; P1=$CK_PID
 if [[ -z ${QUICK:-} ]]; then
-  python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
-  P2=$!
+  checkpoint bge-base /tmp/bge; P2=$CK_PID
   FILTER='*'
 else
   FILTER='*Pipelined*:*MmaAttention*:*TileShapes*'
 fi
-{ echo "== cuda_encoder_test ($FILTER)"
-  timeout 170 $T cuda_encoder_test --gtest_filter="$FILTER"; echo "rc=$? t=$(el)"; } > $OUT/tests.log 2>&1
-grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|Failure|Expected|Which is|Value of" \
-  $OUT/tests.log | cut -c1-200
+encoder_tests 170 "$FILTER"
 # bench SHAPE KERNEL BATCHES [vectors]: gpu_embed_bench on /tmp/SHAPE with
 # ZV_CUDA_ATTENTION=KERNEL; "vectors" also writes the vectors for torch.
 bench() {

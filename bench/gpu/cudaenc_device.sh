@@ -10,17 +10,10 @@
 #           ZV_BUNDLE names another bundle, see bench/gpu/bundle.sh)
 # Writes $OUT/tests.log, $OUT/enc_*.json / .log and $OUT/summary.md (~8 min).
 set -uo pipefail
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-OUT=${OUT:-/tmp/cudaenc_out}; mkdir -p "$OUT"
-source bench/gpu/bundle.sh
-R=$BUNDLE/bin
-T=$BUNDLE/bin/run-test  # a test from its runfiles root, as under bazel test
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $OUT/env.txt 2>&1
-cat $OUT/env.txt
-python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck1.log 2>&1 &
-P1=$!
-python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
-P2=$!
+OUT=${OUT:-/tmp/cudaenc_out}
+source bench/gpu/encoder_lib.sh
+checkpoint minilm /tmp/minilm; P1=$CK_PID
+checkpoint bge-base /tmp/bge; P2=$CK_PID
 {
   echo "== cuda_encoder_test (fast path)"; timeout 150 $T cuda_encoder_test; rc=$?; echo "rc=$rc t=$(el)"
   if (( rc != 0 )); then
@@ -33,7 +26,7 @@ P2=$!
 } > $OUT/tests.log 2>&1
 grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|graph encoder|phases|fused:|old:|device:|Failure|Expected|Which is|Value of" \
   $OUT/tests.log | cut -c1-240
-wait $P1; echo "ckpt minilm t=$(el)"; tail -1 /tmp/ck1.log
+wait $P1; echo "ckpt minilm t=$(el)"; tail -1 /tmp/ck_minilm.log
 B=(--texts bench/gpu/texts.jsonl --batches 1,32,256,4096)
 timeout 150 $R/gpu_embed_bench --model /tmp/minilm --label minilm-fast "${B[@]}" \
   --out $OUT/enc_minilm_fast.json --vectors-out $OUT/vec_minilm_fast.json > $OUT/enc_minilm_fast.log 2>&1
@@ -46,7 +39,7 @@ TV=(--texts bench/gpu/texts.jsonl --vectors-only)
 timeout 90 python3 bench/gpu/torch_gpu_bench.py --model /tmp/minilm --label minilm "${TV[@]}" \
   --ours-vectors $OUT/vec_minilm_fast.json --out $OUT/torch_vec_minilm.json > $OUT/torch_vec_minilm.log 2>&1
 echo "torch vectors minilm rc=$? t=$(el)"; grep -E "min_cos" $OUT/torch_vec_minilm.log | cut -c1-240
-wait $P2; tail -1 /tmp/ck2.log
+wait $P2; tail -1 /tmp/ck_bge-base.log
 left=$(( 520 - $(el) ))
 if (( left > 60 )); then
   timeout $left $R/gpu_embed_bench --model /tmp/bge --label bge-fast --texts bench/gpu/texts.jsonl \

@@ -11,22 +11,11 @@
 #           (carry .device-skinny)
 # Writes $OUT/tests.log, $OUT/enc_*.json / .log, $OUT/summary.md.
 set -uo pipefail
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-OUT=${OUT:-/tmp/skinny_out}; mkdir -p "$OUT"
-source bench/gpu/bundle.sh
-R=$BUNDLE/bin
-T=$BUNDLE/bin/run-test
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $OUT/env.txt 2>&1
-cat $OUT/env.txt
-python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck1.log 2>&1 &
-P1=$!
-python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck2.log 2>&1 &
-P2=$!
-FILTER='*Skinny*:*GraphReplay*:*FusedPath*:*MiniLmRandom*:*ZerovecMini*'
-{ echo "== cuda_encoder_test ($FILTER)"
-  timeout 120 $T cuda_encoder_test --gtest_filter="$FILTER"; echo "rc=$? t=$(el)"; } > $OUT/tests.log 2>&1
-grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|skinny:|Failure|Expected|Which is" \
-  $OUT/tests.log | cut -c1-200
+OUT=${OUT:-/tmp/skinny_out}
+source bench/gpu/encoder_lib.sh
+checkpoint minilm /tmp/minilm; P1=$CK_PID
+checkpoint bge-base /tmp/bge; P2=$CK_PID
+encoder_tests 120 '*Skinny*:*GraphReplay*:*FusedPath*:*MiniLmRandom*:*ZerovecMini*'
 # bench SHAPE SKINNY: gpu_embed_bench on /tmp/SHAPE with ZV_CUDA_SKINNY=SKINNY.
 bench() {
   ZV_CUDA_SKINNY=$2 timeout 120 $R/gpu_embed_bench --model /tmp/$1 --label $1-skinny$2 \
