@@ -222,28 +222,12 @@ __global__ void __launch_bounds__(256) SkinnyLinearLayerNormKernel(
     half* xr = x + static_cast<size_t>(r) * n;
     const float* sr = scratch + static_cast<size_t>(r) * n;
     float v[kLnPerLane];
-    float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kLnPerLane; ++j) {
       const int i = lane + 32 * j;
-      v[j] = 0.f;
-      if (i < n) {
-        v[j] = __half2float(xr[i]) + __ldcg(sr + i) + bias[i];
-        sum += v[j];
-      }
+      v[j] = i < n ? __half2float(xr[i]) + __ldcg(sr + i) + bias[i] : 0.f;
     }
-    const float mean = WarpSum(sum) / n;
-    float var = 0.f;
-#pragma unroll
-    for (int j = 0; j < kLnPerLane; ++j) {
-      if (lane + 32 * j < n) var += (v[j] - mean) * (v[j] - mean);
-    }
-    const float inv = rsqrtf(WarpSum(var) / n + eps);
-#pragma unroll
-    for (int j = 0; j < kLnPerLane; ++j) {
-      const int i = lane + 32 * j;
-      if (i < n) xr[i] = __float2half((v[j] - mean) * inv * gamma[i] + beta[i]);
-    }
+    WarpLayerNormStore(v, n, gamma, beta, eps, xr);
   }
   if (threadIdx.x == 0) *done = 0u;
 }

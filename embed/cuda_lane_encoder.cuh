@@ -370,14 +370,14 @@ class CudaLaneEncoder : public CudaEncoder {
                      bool mark) {
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
-    const bool fused = opt_.fused;
+    const bool fused = opt_.fused, skinny = Skinny(t);
     ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(),
                                  in.offsets, in.seqs, in.max_len, scale,
                                  /*kv_bias=*/!fused));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
-    if (Skinny(t)) {
+    if (skinny) {
       ZV_RETURN_IF_ERROR(SkinnyLinearLayerNorm(ctx_.get(), t, h, l.out_w.get(),
                                                l.out_b_folded.get(),
                                                l.ln1_g.get(), l.ln1_b.get()));
@@ -390,7 +390,7 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUp(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
-    if (Skinny(t)) {
+    if (skinny) {
       ZV_RETURN_IF_ERROR(SkinnyLinearLayerNorm(
           ffn_.get(), t, f, l.ffn_out_w.get(), l.ffn_out_b.get(), l.ln2_g.get(),
           l.ln2_b.get()));
@@ -577,15 +577,11 @@ class CudaLaneEncoder : public CudaEncoder {
                                const float* beta) {
     const BertConfig& c = m_.config;
     const int n = c.hidden_size, blocks = (n + 7) / 8;  // a warp a column
-    if (t <= 16) {
-      SkinnyLinearLayerNormKernel<16><<<blocks, 256, 0, stream_>>>(
-          in, t, k, w, n, x_.get(), bias, gamma, beta, c.layer_norm_eps,
-          skinny_scratch_.get(), skinny_done_.get());
-    } else {
-      SkinnyLinearLayerNormKernel<kSkinnyMaxRows><<<blocks, 256, 0, stream_>>>(
-          in, t, k, w, n, x_.get(), bias, gamma, beta, c.layer_norm_eps,
-          skinny_scratch_.get(), skinny_done_.get());
-    }
+    auto* kernel = t <= 16 ? SkinnyLinearLayerNormKernel<16>
+                           : SkinnyLinearLayerNormKernel<kSkinnyMaxRows>;
+    kernel<<<blocks, 256, 0, stream_>>>(
+        in, t, k, w, n, x_.get(), bias, gamma, beta, c.layer_norm_eps,
+        skinny_scratch_.get(), skinny_done_.get());
     ZV_CUDA_CHECK(cudaGetLastError());
     return OkStatus();
   }
