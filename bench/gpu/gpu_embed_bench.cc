@@ -261,7 +261,9 @@ void CompareBaseline(Flags& args, Corpus& corpus, int h, EncoderRig& rig,
   json vecs;
   double worst = 0, min_cos = 1;
   for (const auto& b : corpus.order) {
-    const int n = std::min<int>(64, corpus.buckets[b].size());
+    // At most the rig's rows: a run with --batches 1,32 has 32.
+    const int n = std::min<int>({64, int(corpus.buckets[b].size()),
+                                 int(rig.rows.size())});
     // Graphs capture on a shape's second use; the last run (n) is kept.
     for (int n_run :
          {1, 1, 1, std::min(32, n), std::min(32, n), std::min(32, n), n}) {

@@ -85,3 +85,81 @@ hard_b = pb.clone()  # every hard negative is the pair's own positive -> masked 
 loss = T.contrastive_loss(model, d, bi, hard_b, None, torch.arange(32), args, "cpu")
 print("loss with self hard negatives", loss.item()); assert torch.isfinite(loss)
 print("OK")
+
+# packed_bert: one packed pass equals each text alone in its own padded row
+import packed_bert as PB  # noqa: E402
+nn = torch.nn
+
+
+def bert_like(vocab=60, H=32, heads=4, layers=2, ffn=64, positions=128):
+    def ln():
+        m = nn.LayerNorm(H, eps=1e-12)
+        nn.init.normal_(m.weight, 1.0, 0.1); nn.init.normal_(m.bias, 0.0, 0.1)
+        return m
+    ns = types.SimpleNamespace
+    b = nn.Module()
+    b.config = ns(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12,
+                  num_attention_heads=heads, hidden_size=H)
+    b.embeddings = nn.Module()
+    b.embeddings.word_embeddings = nn.Embedding(vocab, H)
+    b.embeddings.position_embeddings = nn.Embedding(positions, H)
+    b.embeddings.token_type_embeddings = nn.Embedding(2, H)
+    b.embeddings.LayerNorm = ln()
+    b.encoder = nn.Module()
+    b.encoder.layer = nn.ModuleList()
+    for _ in range(layers):
+        l = nn.Module()
+        l.attention = nn.Module(); l.attention.self = nn.Module(); l.attention.output = nn.Module()
+        for n in ("query", "key", "value"):
+            setattr(l.attention.self, n, nn.Linear(H, H))
+        l.attention.output.dense = nn.Linear(H, H); l.attention.output.LayerNorm = ln()
+        l.intermediate = nn.Module(); l.intermediate.dense = nn.Linear(H, ffn)
+        l.output = nn.Module(); l.output.dense = nn.Linear(ffn, H); l.output.LayerNorm = ln()
+        b.encoder.layer.append(l)
+    return b
+
+
+row_of, off_of, rows = PB.pack([128, 1, 127, 64, 64, 3, 60, 5])
+print("pack", row_of.tolist(), off_of.tolist(), rows)
+assert rows == 4 and row_of[0] != row_of[2] and row_of[1] == row_of[2]  # 452 tokens: 4 rows
+ln_chk = torch.randint(1, 129, (5000,))
+r, o, nrows = PB.pack(ln_chk.numpy())
+end = torch.from_numpy(o) + ln_chk
+assert int(end.max()) <= 128
+occ = torch.zeros(nrows * 128, dtype=torch.int32)
+for i in range(5000):
+    occ[r[i] * 128 + o[i]: r[i] * 128 + o[i] + int(ln_chk[i])] += 1
+assert int(occ.max()) == 1, "texts overlap"
+print("pack 5000 texts: rows", nrows, "fill %.3f" % (float(ln_chk.sum()) / (nrows * 128)))
+t = time.time(); PB.pack(torch.randint(3, 40, (16384,)).numpy()); print("pack 16384: %.1f ms" % (1e3 * (time.time() - t)))
+
+bert = bert_like()
+pbm = PB.PackedBert(bert, use_sdpa=False).eval()
+N2 = 300
+lens2 = torch.randint(1, 129, (N2,)); lens2[:200] = torch.randint(1, 20, (200,))
+ids2 = torch.randint(5, 60, (N2, 128))
+idx = torch.randperm(N2)[:257]
+
+
+def alone(b, ids_, lens_):  # each text alone in its own row
+    out = []
+    for i in range(len(lens_)):
+        L_ = int(lens_[i])
+        h = pbm(ids_[i:i + 1, :L_].long(), torch.arange(L_)[None, :], torch.zeros(1, L_, dtype=torch.long))
+        out.append(torch.nn.functional.normalize(h[0].mean(0), dim=-1))
+    return torch.stack(out)
+
+
+diff = PB.check_against_bert(pbm, alone, ids2, lens2, idx, tol=1e-4)
+print("packed vs alone max diff %.2g" % diff)
+try:  # the check does fail on a wrong reference
+    PB.check_against_bert(pbm, lambda b, i_, l_: alone(b, i_, l_).roll(1, 0), ids2, lens2, idx)
+    raise AssertionError("check_against_bert passed a wrong reference")
+except RuntimeError as e:
+    print("wrong reference ->", str(e)[:60])
+# gradients flow through the packed pass (training mode, dropout on)
+pbm.train()
+e = PB.embed_packed(pbm, ids2, lens2, idx)
+e.sum().backward()
+assert bert.encoder.layer[0].attention.self.query.weight.grad.abs().sum() > 0
+print("packed OK")

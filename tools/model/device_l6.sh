@@ -25,8 +25,9 @@ M=tools/model/work/l6-mlm  # WordNet text and the texts in no pair (vocabulary, 
 CKPT=models/zerovec-l6
 R=tools/model/results
 TRAIN=(python3 tools/model/train.py --work "$W" --texts "$W/texts.tsv.xz" --name zerovec-l6
-       --max-len 128 --lr "${LR:-3e-4}" --warmup 200 --batch "${BATCH:-1024}" --length-buckets 4
-       --source-weights wordnet=3,package-summary=3 --hard-negatives-both 1)
+       --max-len 128 --lr "${LR:-4e-4}" --warmup 200 --batch "${BATCH:-4096}" --length-buckets 4
+       --packed "${PACKED:-1}" --source-weights "${WEIGHTS:-wordnet=3,package-summary=3,dict-definition=2}"
+       --hard-negatives-both 1)
 FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size 8192
        --mlm-texts "$M/mlm_texts.tsv.xz" --vocab-corpus "$M/vocab_corpus.txt.xz")
 mkdir -p "$R"
@@ -50,11 +51,11 @@ fail() {
 }
 smoke_fresh() {
   "${TRAIN[@]}" "${FRESH[@]}" --out /tmp/l6s --results /tmp/l6s-r --smoke 5000 --mlm-minutes 0.05 \
-    --minutes 0.15 --hard-negatives-at 0.3 --hard-negative-sample 4000 > "$R/smoke-l6-fresh.log" 2>&1 &&
+    --compile 0 --minutes 0.15 --hard-negatives-at 0.3 --hard-negative-sample 4000 > "$R/smoke-l6-fresh.log" 2>&1 &&
     grep -q SUMMARY "$R/smoke-l6-fresh.log"
 }
 smoke_resume() {
-  "${TRAIN[@]}" --resume-from "$1" --out /tmp/l6r --results /tmp/l6r-r --smoke 5000 --minutes 0.1 \
+  "${TRAIN[@]}" --resume-from "$1" --out /tmp/l6r --results /tmp/l6r-r --smoke 5000 --compile 0 --minutes 0.1 \
     --hard-negatives-at 0,0.5 --hard-negative-sample 4000 > "$R/smoke-l6-resume.log" 2>&1 &&
     grep -q SUMMARY "$R/smoke-l6-resume.log"
 }

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import packed_bert  # noqa: E402
 
 EVERYDAY_QUERIES = [
     "a pet that barks",
@@ -524,21 +525,29 @@ def load_training_data(args, tok, corpus_texts, device):
     return d, info
 
 
-def contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device):
+def contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed=None):
     """Symmetric InfoNCE over the batch bi: a -> [b's, mined hard b's], b -> [a's,
     mined hard a's]; pairs of one group are not each other's negatives, nor is a hard
-    negative that is the row's own positive text."""
+    negative that is the row's own positive text. With packed (packed_bert.PackedBert
+    over model, maybe compiled) all texts of the batch go through one packed pass."""
     ids, lens = d["ids"], d["lens"]
     a_i, b_i, grp = d["pa"][bi], d["pb"][bi], d["pg"][bi]
     n = len(bi)
+    hb = hard_b[bi] if hard_b is not None else None
+    ha = hard_a[bi] if hard_a is not None else None
     with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
-        k = args.length_buckets
-        ea = embed_bucketed(model, ids[a_i], lens[a_i], k)
-        eb = embed_bucketed(model, ids[b_i], lens[b_i], k)
-        hb = hard_b[bi] if hard_b is not None else None
-        ha = hard_a[bi] if hard_a is not None else None
-        ehb = embed_bucketed(model, ids[hb], lens[hb], k) if hb is not None else None
-        eha = embed_bucketed(model, ids[ha], lens[ha], k) if ha is not None else None
+        if packed is not None:  # all sides in one packed forward pass
+            sides = [a_i, b_i] + [x for x in (hb, ha) if x is not None]
+            e = packed_bert.embed_packed(packed, ids, lens, torch.cat(sides)).split(n)
+            ea, eb = e[0], e[1]
+            ehb = e[2] if hb is not None else None
+            eha = e[-1] if ha is not None else None
+        else:
+            k = args.length_buckets
+            ea = embed_bucketed(model, ids[a_i], lens[a_i], k)
+            eb = embed_bucketed(model, ids[b_i], lens[b_i], k)
+            ehb = embed_bucketed(model, ids[hb], lens[hb], k) if hb is not None else None
+            eha = embed_bucketed(model, ids[ha], lens[ha], k) if ha is not None else None
     same = (grp[:, None] == grp[None, :]) & ~torch.eye(n, dtype=torch.bool, device=device)
     logits = ((ea @ eb.T) / args.temperature).masked_fill(same, float("-inf"))
     la, lb = logits, logits.T
@@ -577,6 +586,17 @@ def contrastive_train(model, d, args, device, results):
             return weighted_order(w, gen).to(device)
         return pool[torch.randperm(pool.numel(), generator=gen).to(device)]
 
+    packed = None
+    if getattr(args, "packed", 0):
+        packed = packed_bert.PackedBert(model)
+        # 192 a-texts of random pairs and the 64 longest texts
+        probe = torch.cat([d["pa"][torch.randperm(P, generator=gen)[:192].to(device)],
+                           torch.argsort(d["lens"], descending=True)[:64]])
+        diff = packed_bert.check_against_bert(packed, embed, d["ids"], d["lens"], probe)
+        results["packed_check_max_abs_diff"] = diff
+        log("packed forward vs BertModel: max |diff| %.2g on %d texts" % (diff, probe.numel()))
+        if args.compile and device == "cuda":
+            packed = torch.compile(packed, dynamic=True)
     perm, pos, epoch, step = order(None), 0, 0, 0
     labels = torch.arange(args.batch, device=device)
     seen = torch.zeros(len(d["kind_names"]), dtype=torch.long, device=device)
@@ -619,7 +639,18 @@ def contrastive_train(model, d, args, device, results):
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, lr0 + (lr1 - lr0) * min(1.0, frac))
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device)
+        if step == 0 and packed is not None and args.compile and device == "cuda":
+            try:  # the first call compiles; an error there falls back to the eager packed pass
+                t_c = time.time()
+                loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
+                log("compiled the packed pass in %.1f s" % (time.time() - t_c))
+            except Exception as e:  # noqa: BLE001
+                log("torch.compile failed (%s: %s); eager packed pass" % (type(e).__name__, str(e)[:300]))
+                results["compile_error"] = str(e)[:1000]
+                packed = packed_bert.PackedBert(model)
+                loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
+        else:
+            loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
         apply_step(opt, model, loss)
         seen.index_add_(0, d["kind"][bi], torch.ones_like(bi))  # (bincount would sync with the host)
         step += 1
@@ -632,6 +663,8 @@ def contrastive_train(model, d, args, device, results):
                            "epochs_by_type": {k: round(seen[i] / max(1, counts[i]), 2)
                                               for i, k in enumerate(d["kind_names"])},
                            "seconds": round(time.time() - t_train, 1), "lr_range": [lr0, lr1],
+                           "pairs_per_s": round(step * args.batch / max(1e-9, time.time() - t_train), 1),
+                           "packed": bool(packed is not None),
                            "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
                            "curve": curve}
 
@@ -687,6 +720,10 @@ def parse_args():
     ap.add_argument("--temperature", type=float, default=0.05)
     ap.add_argument("--length-buckets", type=int, default=1,
                     help="embed each side of a training batch in this many length-sorted slices (speed)")
+    ap.add_argument("--packed", type=int, default=0,
+                    help="1: each contrastive step embeds all its texts in one packed pass "
+                         "(packed_bert.py; checked against BertModel first)")
+    ap.add_argument("--compile", type=int, default=1, help="with --packed on CUDA: torch.compile the pass")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="0: bounded by --minutes only")
     ap.add_argument("--source-weights", default="package-summary=2",
