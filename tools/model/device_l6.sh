@@ -84,6 +84,7 @@ full)
   RESUME_SMOKE=$!
   # 45 s are left for export, evaluation and packing
   "${TRAIN[@]}" "${FRESH[@]}" --out "$CKPT" --results "$R" --mlm-minutes "$MLM" --minutes "$CON" \
+    --mlm-share "${MLM_SHARE:-0.5}" \
     --stop-at $((T0 + WALL - 45)) --hard-negatives-at 0.5 --lr-range 1,0.5 \
     --eval-file zerovec-l6-eval-call1.json > "$R/train-l6-call1.log" 2>&1 || echo "FAILED train ($(elapsed)s)"
   if wait "$RESUME_SMOKE"; then

@@ -743,6 +743,8 @@ def parse_args():
     ap.add_argument("--max-positions", type=int, default=0, help="position table (0: --max-len)")
     ap.add_argument("--mlm-minutes", type=float, default=0.0)
     ap.add_argument("--mlm-lr", type=float, default=5e-4)
+    ap.add_argument("--mlm-share", type=float, default=0.5,
+                    help="with --stop-at: MLM takes at most this share of the time left")
     ap.add_argument("--mlm-tokens", type=int, default=65536, help="tokens a pre-training step")
     ap.add_argument("--hard-negatives-at", default="0.5",
                     help="fractions of the contrastive budget at which hard negatives are (re)mined, "
@@ -840,8 +842,8 @@ def main():
         mlm_texts = [t for _, t in corpus_texts + extra_texts] + [l for l in wn_lines if l]
         random.Random(args.seed).shuffle(mlm_texts)
         minutes = args.mlm_minutes
-        if args.stop_at:  # at most half of what is left before the deadline
-            minutes = min(minutes, max(0.0, (args.stop_at - time.time()) / 120.0))
+        if args.stop_at:  # at most --mlm-share of what is left before the deadline
+            minutes = min(minutes, max(0.0, args.mlm_share * (args.stop_at - time.time()) / 60.0))
         results["mlm"] = mlm_pretrain(model, mlm_tok, mlm_texts, tokens, args, device, minutes)
         log("mlm", {k: v for k, v in results["mlm"].items() if k != "curve"})
         del mlm_texts, wn_lines
