@@ -349,7 +349,6 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
   read("ZV_CUDA_GRAPHS", &graphs);
   read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
   read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
-  read("ZV_CUDA_SKINNY", &o.skinny_tokens);
   o.fused = fused != 0;
   o.graphs = graphs != 0;
   if (const char* e = std::getenv("ZV_CUDA_PRECISION"); e && *e) {
@@ -365,15 +364,11 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
 }
 
 std::string CudaEncoderOptions::ToString() const {
-  std::string s =
-      std::string(CudaPrecisionName(precision)) +
-      (precision == CudaPrecision::kFp8 && fp8_fast_accum
-           ? " (fast accumulation)"
-           : "") +
-      (fused ? ", fused" : ", unfused") +
-      (fused && skinny_tokens > 0
-           ? ", skinny<=" + std::to_string(std::min(skinny_tokens, 32))
-           : "");
+  std::string s = std::string(CudaPrecisionName(precision)) +
+                  (precision == CudaPrecision::kFp8 && fp8_fast_accum
+                       ? " (fast accumulation)"
+                       : "") +
+                  (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);
   if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";

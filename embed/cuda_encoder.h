@@ -54,17 +54,11 @@ struct CudaEncoderOptions {
   // kFp8 only: cuBLASLt's FP8 fast accumulation (no periodic promotion of the
   // tensor cores' partial sums to fp32).
   bool fp8_fast_accum = false;
-  // Fused fp16 passes of at most this many tokens (capped at 32; a batch of
-  // one short text is padded to 16) run the output projection and the
-  // FFN-down GEMM each as one kernel with its residual + LayerNorm, for 12
-  // launches fewer in a 6-layer pass. 0: off (the default until measured on a
-  // GPU: issue 14's batch-1 lever).
-  int skinny_tokens = 0;
 
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
   // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8
   // (an unknown value is ignored with a warning on stderr),
-  // ZV_CUDA_FP8_FAST_ACCUM=1, ZV_CUDA_SKINNY=N.
+  // ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
   // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;

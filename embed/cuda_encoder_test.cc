@@ -556,44 +556,6 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
       << fused->description();
 }
 
-// The skinny kernels (output projection and FFN-down each fused with its
-// residual + LayerNorm, passes of <= 32 tokens) against the cuBLAS GEMM and
-// LayerNorm kernel, padded and unpadded, direct and replayed; passes over 32
-// tokens keep the cuBLAS path (bit for bit).
-TEST_F(CudaEncoderLeversTest, SkinnyPathMatchesCublasPath) {
-  CudaEncoderOptions skinny_opt;
-  skinny_opt.skinny_tokens = 32;
-  CudaEncoderOptions unpadded_opt = skinny_opt;
-  unpadded_opt.small_batch = 0;  // odd token counts reach the kernel
-  auto skinny = New(skinny_opt);
-  auto unpadded = New(unpadded_opt);
-  auto plain = New(CudaEncoderOptions{});
-  ASSERT_TRUE(skinny && unpadded && plain);
-  std::printf("skinny: %s\n", skinny->description().c_str());
-  EXPECT_NE(skinny->description().find("skinny<=32"), std::string::npos);
-  skinny->SetTimer(CudaTimer::kTotal);
-  int replays = 0;
-  for (int round = 0; round < 3; ++round) {
-    for (const std::vector<int>& lens :
-         {std::vector<int>{2}, {9}, {16}, {3, 5, 7}, {20, 11}, {40, 30}}) {
-      const TokenBatch b = RandomBatch(lens, vocab_, 11 * round + lens.size());
-      const auto ref = EncodeRows(*plain, b, dim_);
-      const auto got = EncodeRows(*skinny, b, dim_);
-      replays += skinny->LastTimings().graph;
-      const auto raw = EncodeRows(*unpadded, b, dim_);
-      const double c =
-          std::min(MinRowCosine(got, ref, dim_), MinRowCosine(raw, ref, dim_));
-      std::printf("round %d, %zu sequences, %zu tokens: min cosine %.7f\n",
-                  round, lens.size(), b.ids.size(), c);
-      EXPECT_GE(c, 0.9999);
-      if (b.ids.size() > 32) {
-        EXPECT_EQ(MaxAbsDiff(got, ref), 0.0);
-      }
-    }
-  }
-  EXPECT_GE(replays, 8);  // rounds 2 and 3 replay the padded shapes
-}
-
 // The FP8 path against fp16 on batches from 1 to 40 sequences (no shape may
 // fall back to fp16), and its graph replays against its direct passes.
 TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {

@@ -41,7 +41,6 @@ using kernels::EmbedLayerNormKernel;
 using kernels::kPoolThreads;
 using kernels::LaunchAttention;
 using kernels::PoolNormalizeKernel;
-using kernels::SkinnyLinearLayerNormKernel;
 
 // The phases the timer reports (CudaTimings::phases_ms), in pass order.
 enum Phase {
@@ -125,11 +124,6 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(ctx_.Allocate(t * h));
     ZV_RETURN_IF_ERROR(tmp_.Allocate(t * h));
     ZV_RETURN_IF_ERROR(ffn_.Allocate(t * c.intermediate_size));
-    if (opt_.fused && opt_.skinny_tokens > 0) {
-      ZV_RETURN_IF_ERROR(skinny_scratch_.Allocate(kSkinnyMaxRows * h));
-      ZV_RETURN_IF_ERROR(skinny_done_.Allocate(1));
-      ZV_CUDA_CHECK(cudaMemset(skinny_done_.get(), 0, sizeof(unsigned int)));
-    }
     // ids[t] pos[t] offsets[t+1] (int32), then row pointers[t] (8-byte
     // aligned).
     in_words_ = 3 * t + 2;
@@ -188,7 +182,6 @@ class CudaLaneEncoder : public CudaEncoder {
  private:
   static constexpr int kWarpsPerBlock = 4;  // row kernels: a warp a row
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  static constexpr int kSkinnyMaxRows = 32;
 
   // The batch's inputs on the device (in in_dev_), copied there by
   // StageInputs. tokens and max_len are the shape the kernels run: padded for
@@ -370,36 +363,24 @@ class CudaLaneEncoder : public CudaEncoder {
                      bool mark) {
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
-    const bool fused = opt_.fused, skinny = Skinny(t);
+    const bool fused = opt_.fused;
     ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(),
                                  in.offsets, in.seqs, in.max_len, scale,
                                  /*kv_bias=*/!fused));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
-    if (skinny) {
-      ZV_RETURN_IF_ERROR(SkinnyLinearLayerNorm(ctx_.get(), t, h, l.out_w.get(),
-                                               l.out_b_folded.get(),
-                                               l.ln1_g.get(), l.ln1_b.get()));
-    } else {
-      ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
-      ZV_RETURN_IF_ERROR(LayerNorm(t,
-                                   fused ? l.out_b_folded.get() : l.out_b.get(),
-                                   l.ln1_g.get(), l.ln1_b.get()));
-    }
+    ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
+    ZV_RETURN_IF_ERROR(LayerNorm(t,
+                                 fused ? l.out_b_folded.get() : l.out_b.get(),
+                                 l.ln1_g.get(), l.ln1_b.get()));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUp(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
-    if (skinny) {
-      ZV_RETURN_IF_ERROR(SkinnyLinearLayerNorm(
-          ffn_.get(), t, f, l.ffn_out_w.get(), l.ffn_out_b.get(), l.ln2_g.get(),
-          l.ln2_b.get()));
-    } else {
-      ZV_RETURN_IF_ERROR(
-          Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
-      ZV_RETURN_IF_ERROR(
-          LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get()));
-    }
+    ZV_RETURN_IF_ERROR(
+        Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
+    ZV_RETURN_IF_ERROR(
+        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get()));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -561,31 +542,6 @@ class CudaLaneEncoder : public CudaEncoder {
     return OkStatus();
   }
 
-  // Whether this (fp16, fused) pass of t tokens takes the skinny kernels:
-  // CudaEncoderOptions::skinny_tokens, and shapes the kernel serves (16-byte
-  // loads of K, a LayerNorm row in registers).
-  bool Skinny(int t) const {
-    const BertConfig& c = m_.config;
-    return opt_.fused && t <= std::min(opt_.skinny_tokens, kSkinnyMaxRows) &&
-           c.hidden_size % 8 == 0 && c.intermediate_size % 8 == 0 &&
-           c.hidden_size <= kernels::kMaxHidden;
-  }
-
-  // x_ = LayerNorm(x_ + in w^T + bias) in one launch (Skinny passes).
-  Status SkinnyLinearLayerNorm(const half* in, int t, int k, const half* w,
-                               const float* bias, const float* gamma,
-                               const float* beta) {
-    const BertConfig& c = m_.config;
-    const int n = c.hidden_size, blocks = (n + 7) / 8;  // a warp a column
-    auto* kernel = t <= 16 ? SkinnyLinearLayerNormKernel<16>
-                           : SkinnyLinearLayerNormKernel<kSkinnyMaxRows>;
-    kernel<<<blocks, 256, 0, stream_>>>(
-        in, t, k, w, n, x_.get(), bias, gamma, beta, c.layer_norm_eps,
-        skinny_scratch_.get(), skinny_done_.get());
-    ZV_CUDA_CHECK(cudaGetLastError());
-    return OkStatus();
-  }
-
   // y[T, N] = x[T, K] * w[N, K]^T in row-major terms (column-major: y^T = w *
   // x^T).
   Status Gemm(const half* x, const half* w, half* y, int t, int n, int k) {
@@ -666,15 +622,12 @@ class CudaLaneEncoder : public CudaEncoder {
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
   // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
   std::map<int, unsigned> fp8_shapes_;
-  bool up_cast_ = false;  // ... with the FFN-up output cast by a kernel
-  std::string up_note_;   // why the FFN-up GEMM cannot write e4m3
+  bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
+  std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
   DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;
   GraphCache graphs_;
   std::string graph_note_;  // set when a capture failed: graphs off
   DeviceBuffer<half> x_, qkv_, ctx_, tmp_, ffn_;
-  // The skinny kernels' column sums and last-block ticket (skinny_tokens > 0).
-  DeviceBuffer<float> skinny_scratch_;
-  DeviceBuffer<unsigned int> skinny_done_;
   size_t in_words_ = 0;
   PinnedBuffer<char> in_host_;
   DeviceBuffer<char> in_dev_;

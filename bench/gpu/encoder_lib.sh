@@ -1,5 +1,5 @@
 # Sourced by the encoder device scripts (cudaenc_device.sh,
-# attention_v2_device.sh, skinny_device.sh) with OUT set: T0 and el (seconds
+# attention_v2_device.sh) with OUT set: T0 and el (seconds
 # since T0), the bundle (bench/gpu/bundle.sh), R (its bin/), T (a test run
 # from its runfiles root, as under bazel test), the GPU's name and clocks in
 # $OUT/env.txt; checkpoint and encoder_tests below.
@@ -23,6 +23,6 @@ encoder_tests() {
   { echo "== cuda_encoder_test ($2)"
     timeout "$1" "$T" cuda_encoder_test --gtest_filter="$2"; echo "rc=$? t=$(el)"; } \
     > "$OUT/tests.log" 2>&1
-  grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|skinny:|Failure|Expected|Which is|Value of" \
+  grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |^rc=|^==|min cosine|Failure|Expected|Which is|Value of" \
     "$OUT/tests.log" | cut -c1-200
 }
