@@ -163,3 +163,14 @@ e = PB.embed_packed(pbm, ids2, lens2, idx)
 e.sum().backward()
 assert bert.encoder.layer[0].attention.self.query.weight.grad.abs().sum() > 0
 print("packed OK")
+
+# packed MLM loss: the head on the masked tokens only equals the head on every token
+pbm.eval()
+head = torch.nn.Linear(32, 60)
+inp = torch.randint(5, 60, (6, 40))
+lab = torch.full((6, 40), -100); pick = torch.rand(6, 40) < 0.15; lab[pick] = inp[pick]
+got = PB.mlm_loss(pbm, head, inp, lab)
+full = head(pbm(inp, torch.arange(40)[None, :], None))
+ref = torch.nn.functional.cross_entropy(full.reshape(-1, 60), lab.reshape(-1), ignore_index=-100)
+print("mlm loss packed %.6f full %.6f" % (float(got), float(ref))); assert abs(float(got) - float(ref)) < 1e-5
+print("packed MLM OK")

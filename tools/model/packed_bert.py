@@ -49,8 +49,9 @@ def pack(lens, row=ROW):
 
 
 class PackedBert(torch.nn.Module):
-    """forward(ids [R, ROW], pos [R, ROW], seg [R, ROW]) -> last hidden state [R, ROW, H]
-    of `bert` where seg holds each token's text number (-1 for padding)."""
+    """forward(ids [R, L], pos [R or 1, L], seg [R, L] or None) -> last hidden state
+    [R, L, H] of `bert` where seg holds each token's text number (-1 for padding); with
+    seg None attention spans the whole row."""
 
     def __init__(self, bert, use_sdpa=True):
         super().__init__()
@@ -61,7 +62,8 @@ class PackedBert(torch.nn.Module):
         if self.use_sdpa:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        s = s.masked_fill(~mask, float("-inf"))
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
         a = F.dropout(s.softmax(-1), p)
         return a @ v
 
@@ -77,9 +79,11 @@ class PackedBert(torch.nn.Module):
         R, L, H = x.shape
         nh = cfg.num_attention_heads
         hd = H // nh
-        # a token sees the tokens of its own text; a padding token sees itself (no empty row)
-        mask = (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] >= 0)
-        mask = (mask | torch.eye(L, dtype=torch.bool, device=ids.device)).unsqueeze(1)
+        mask = None  # seg None: every token sees the whole row (MLM's packed stream)
+        if seg is not None:
+            # a token sees the tokens of its own text; a padding token sees itself (no empty row)
+            mask = (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] >= 0)
+            mask = (mask | torch.eye(L, dtype=torch.bool, device=ids.device)).unsqueeze(1)
         for layer in b.encoder.layer:
             att = layer.attention
             sa = att.self
@@ -147,3 +151,15 @@ def check_against_bert(packed, embed_fn, ids, lens, idx, tol=2e-3):
     if not diff <= tol:
         raise RuntimeError("packed forward differs from BertModel by %.3g (> %.3g)" % (diff, tol))
     return diff
+
+
+def mlm_loss(packed, head, inp, labels):
+    """Masked-LM loss of BertForMaskedLM (bert = packed.bert, head = its .cls) on full
+    rows inp [B, L]: the prediction head runs on the masked tokens only (labels >= 0),
+    not on all B * L (its vocabulary projection was a fifth of a step's work)."""
+    pos = torch.arange(inp.shape[1], device=inp.device)[None, :]
+    hidden = packed(inp, pos, None)
+    sel = (labels >= 0).reshape(-1).nonzero().squeeze(1)
+    h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, sel)
+    logits = head(h)
+    return F.cross_entropy(logits.float(), labels.reshape(-1).index_select(0, sel))

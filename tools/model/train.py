@@ -346,6 +346,9 @@ def mlm_pretrain(model, tok, texts, vocab_tokens, args, device, minutes):
     step, losses, curve = 0, [], []
     t_train = time.time()
     mlm.train()
+    packed, check = None, {}
+    if args.packed:
+        packed = eager = packed_bert.PackedBert(mlm.bert)
     while time.time() - t_train < budget:
         L = 510 if step % 4 == 3 else 126
         B = args.mlm_tokens // (L + 2)
@@ -366,15 +369,51 @@ def mlm_pretrain(model, tok, texts, vocab_tokens, args, device, minutes):
         lr = args.mlm_lr * min(1.0, (step + 1) / args.warmup) * max(0.05, 1.0 - frac)
         for g in opt.param_groups:
             g["lr"] = lr
+        if packed is not None and step == 0:
+            packed, check = mlm_check_packed(mlm, packed, inp, labels, args, device)
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
-            loss = mlm(input_ids=inp, attention_mask=torch.ones_like(inp), labels=labels).loss
+            if packed is not None:  # (compiled for the short rows only: one compilation)
+                loss = packed_bert.mlm_loss(packed if L == 126 else eager, mlm.cls, inp, labels)
+            else:
+                loss = mlm(input_ids=inp, attention_mask=torch.ones_like(inp), labels=labels).loss
         apply_step(opt, mlm, loss)
         step += 1
         track(step, loss, losses, curve, t_train, "mlm", lr=lr)
     model.load_state_dict(mlm.bert.state_dict(), strict=False)
     return {"steps": step, "seconds": round(time.time() - t_train, 1), "tokens_per_step": args.mlm_tokens,
+            "packed": packed is not None, **check,
             "stream_tokens": int(n_tok), "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
             "curve": curve}
+
+
+def mlm_check_packed(mlm, packed, inp, labels, args, device):
+    """Before the packed MLM step is used: its loss on the first batch against
+    BertForMaskedLM's own (eval mode, fp32), then the compiled pass (CUDA, --compile).
+    Returns (the pass to use, or None for BertForMaskedLM's; what was found)."""
+    mlm.eval()
+    with torch.no_grad():
+        ref = float(mlm(input_ids=inp, attention_mask=torch.ones_like(inp), labels=labels).loss)
+        got = float(packed_bert.mlm_loss(packed, mlm.cls, inp, labels))
+    mlm.train()
+    check = {"packed_check_loss": [round(ref, 6), round(got, 6)]}
+    log("packed MLM vs BertForMaskedLM: loss %.6f vs %.6f" % (got, ref))
+    if not abs(got - ref) <= 1e-3 * max(1.0, abs(ref)):
+        log("packed MLM differs; BertForMaskedLM's pass is used")
+        return None, check
+    if args.compile and device == "cuda":
+        compiled = torch.compile(packed, dynamic=False)
+        try:
+            t_c = time.time()
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                packed_bert.mlm_loss(compiled, mlm.cls, inp, labels).backward()
+            mlm.zero_grad(set_to_none=True)
+            check["compile_seconds"] = round(time.time() - t_c, 1)
+            log("compiled the packed MLM pass in %.1f s" % check["compile_seconds"])
+            return compiled, check
+        except Exception as e:  # noqa: BLE001
+            log("torch.compile failed for MLM (%s: %s); eager packed pass" % (type(e).__name__, str(e)[:300]))
+            check["compile_error"] = str(e)[:1000]
+    return packed, check
 
 
 @torch.no_grad()
@@ -721,8 +760,9 @@ def parse_args():
     ap.add_argument("--length-buckets", type=int, default=1,
                     help="embed each side of a training batch in this many length-sorted slices (speed)")
     ap.add_argument("--packed", type=int, default=0,
-                    help="1: each contrastive step embeds all its texts in one packed pass "
-                         "(packed_bert.py; checked against BertModel first)")
+                    help="1: each contrastive step embeds all its texts in one packed pass, and MLM runs "
+                         "its prediction head on the masked tokens only (packed_bert.py; each "
+                         "checked against transformers' own pass first)")
     ap.add_argument("--compile", type=int, default=1, help="with --packed on CUDA: torch.compile the pass")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="0: bounded by --minutes only")
