@@ -88,35 +88,27 @@ print("OK")
 
 # packed_bert: one packed pass equals each text alone in its own padded row
 import packed_bert as PB  # noqa: E402
-nn = torch.nn
-
-
 def bert_like(vocab=60, H=32, heads=4, layers=2, ffn=64, positions=128):
-    def ln():
-        m = nn.LayerNorm(H, eps=1e-12)
-        nn.init.normal_(m.weight, 1.0, 0.1); nn.init.normal_(m.bias, 0.0, 0.1)
-        return m
-    ns = types.SimpleNamespace
-    b = nn.Module()
-    b.config = ns(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12,
-                  num_attention_heads=heads, hidden_size=H)
-    b.embeddings = nn.Module()
-    b.embeddings.word_embeddings = nn.Embedding(vocab, H)
-    b.embeddings.position_embeddings = nn.Embedding(positions, H)
-    b.embeddings.token_type_embeddings = nn.Embedding(2, H)
-    b.embeddings.LayerNorm = ln()
-    b.encoder = nn.Module()
-    b.encoder.layer = nn.ModuleList()
-    for _ in range(layers):
-        l = nn.Module()
-        l.attention = nn.Module(); l.attention.self = nn.Module(); l.attention.output = nn.Module()
+    """Random tensors in BertModel's state-dict names, built by packed_bert.bert_from_tensors."""
+    t = {"embeddings.word_embeddings.weight": torch.randn(vocab, H),
+         "embeddings.position_embeddings.weight": torch.randn(positions, H),
+         "embeddings.token_type_embeddings.weight": torch.randn(2, H)}
+
+    def ln(n):
+        t[n + ".weight"] = 1 + 0.1 * torch.randn(H); t[n + ".bias"] = 0.1 * torch.randn(H)
+
+    def lin(n, i, o):
+        t[n + ".weight"] = torch.randn(o, i) / i ** 0.5; t[n + ".bias"] = 0.1 * torch.randn(o)
+
+    ln("embeddings.LayerNorm")
+    for l in range(layers):
+        p = "encoder.layer.%d." % l
         for n in ("query", "key", "value"):
-            setattr(l.attention.self, n, nn.Linear(H, H))
-        l.attention.output.dense = nn.Linear(H, H); l.attention.output.LayerNorm = ln()
-        l.intermediate = nn.Module(); l.intermediate.dense = nn.Linear(H, ffn)
-        l.output = nn.Module(); l.output.dense = nn.Linear(ffn, H); l.output.LayerNorm = ln()
-        b.encoder.layer.append(l)
-    return b
+            lin(p + "attention.self." + n, H, H)
+        lin(p + "attention.output.dense", H, H); ln(p + "attention.output.LayerNorm")
+        lin(p + "intermediate.dense", H, ffn); lin(p + "output.dense", ffn, H); ln(p + "output.LayerNorm")
+    cfg = {"hidden_size": H, "num_attention_heads": heads, "num_hidden_layers": layers, "layer_norm_eps": 1e-12}
+    return PB.bert_from_tensors(t, cfg)
 
 
 row_of, off_of, rows = PB.pack([128, 1, 127, 64, 64, 3, 60, 5])

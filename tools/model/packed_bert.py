@@ -163,3 +163,79 @@ def mlm_loss(packed, head, inp, labels):
     h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, sel)
     logits = head(h)
     return F.cross_entropy(logits.float(), labels.reshape(-1).index_select(0, sel))
+
+
+def bert_from_tensors(tensors, config):
+    """A module with BertModel's attribute layout (what PackedBert reads) holding
+    `tensors`, a BertModel state dict (names with or without a leading "bert."), for
+    machines without transformers; config is the model's config.json as a dict."""
+    nn = torch.nn
+    pre = "" if "embeddings.word_embeddings.weight" in tensors else "bert."
+    H = config["hidden_size"]
+
+    def param(name):
+        return nn.Parameter(tensors[pre + name].float())
+
+    def linear(name):
+        w = tensors[pre + name + ".weight"]
+        m = nn.Linear(w.shape[1], w.shape[0])
+        m.weight, m.bias = param(name + ".weight"), param(name + ".bias")
+        return m
+
+    def layer_norm(name):
+        m = nn.LayerNorm(H, eps=config["layer_norm_eps"])
+        m.weight, m.bias = param(name + ".weight"), param(name + ".bias")
+        return m
+
+    def node(**children):
+        m = nn.Module()
+        for k, v in children.items():
+            setattr(m, k, v)
+        return m
+
+    b = nn.Module()
+    b.config = type("Config", (), dict(
+        hidden_dropout_prob=config.get("hidden_dropout_prob", 0.1),
+        attention_probs_dropout_prob=config.get("attention_probs_dropout_prob", 0.1),
+        layer_norm_eps=config["layer_norm_eps"], num_attention_heads=config["num_attention_heads"],
+        hidden_size=H))()
+    b.embeddings = node(**{n: nn.Embedding.from_pretrained(tensors[pre + "embeddings.%s.weight" % n].float(),
+                                                           freeze=False)
+                           for n in ("word_embeddings", "position_embeddings", "token_type_embeddings")},
+                        LayerNorm=layer_norm("embeddings.LayerNorm"))
+    layers = nn.ModuleList()
+    for i in range(config["num_hidden_layers"]):
+        p = "encoder.layer.%d." % i
+        layers.append(node(
+            attention=node(self=node(**{n: linear(p + "attention.self." + n) for n in ("query", "key", "value")}),
+                           output=node(dense=linear(p + "attention.output.dense"),
+                                       LayerNorm=layer_norm(p + "attention.output.LayerNorm"))),
+            intermediate=node(dense=linear(p + "intermediate.dense")),
+            output=node(dense=linear(p + "output.dense"), LayerNorm=layer_norm(p + "output.LayerNorm"))))
+    b.encoder = node(layer=layers)
+    return b
+
+
+def read_safetensors(path):
+    """{name: tensor} of a safetensors file (F16, BF16 or F32), without the safetensors
+    package."""
+    import json
+    import struct
+    dtypes = {"F16": np.float16, "F32": np.float32}
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, v in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        buf = raw[8 + n + a: 8 + n + b]
+        if v["dtype"] == "BF16":
+            u = np.frombuffer(buf, dtype=np.uint16).astype(np.uint32) << 16
+            arr = u.view(np.float32)
+        else:
+            arr = np.frombuffer(buf, dtype=dtypes[v["dtype"]]).astype(np.float32)
+        out[name] = torch.from_numpy(arr.reshape(v["shape"]).copy())
+    return out

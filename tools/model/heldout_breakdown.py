@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""WordNet held-out gloss -> lemma recall@10 of an exported model, per query, split by
+whether a lemma of the query's synset is the headword of a dictionary training pair
+(make_corpus_pairs.py's dict-definition kind). Runs on the CPU with torch alone (no
+transformers, tokenizers or safetensors: packed_bert's reader and forward pass, the
+stdlib reference tokenizer), e.g. with Debian's python3-torch unpacked as check_train.py
+describes:
+  python3 tools/model/heldout_breakdown.py --model models/zerovec-l6 \
+      --texts tools/model/work/l6/texts.tsv.xz
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import bert_ref_tokenizer  # noqa: E402
+import make_corpus_pairs  # noqa: E402
+import packed_bert  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True, help="exported folder (config.json, model.safetensors, vocab.txt)")
+    ap.add_argument("--texts", required=True, help="make_corpus_pairs.py's texts.tsv.xz (the dictionary pairs)")
+    ap.add_argument("--heldout", default=os.path.join(REPO, "tests", "data", "heldout_gloss_lemma.jsonl"))
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with open(os.path.join(args.model, "config.json")) as fh:
+        config = json.load(fh)
+    bert = packed_bert.bert_from_tensors(
+        packed_bert.read_safetensors(os.path.join(args.model, "model.safetensors")), config)
+    model = packed_bert.PackedBert(bert, use_sdpa=False).eval()
+    tok = bert_ref_tokenizer.RefTokenizer(os.path.join(args.model, "vocab.txt"))
+
+    def embed(texts):
+        enc = [tok.encode(t, packed_bert.ROW) for t in texts]
+        lens = torch.tensor([len(e) for e in enc])
+        ids = torch.zeros(len(enc), packed_bert.ROW, dtype=torch.long)
+        for i, e in enumerate(enc):
+            ids[i, : len(e)] = torch.tensor(e)
+        with torch.no_grad():
+            return torch.cat([packed_bert.embed_packed(model, ids, lens, torch.arange(s, min(s + 2048, len(enc))))
+                              for s in range(0, len(enc), 2048)])
+
+    with open(args.heldout) as fh:
+        held = [json.loads(l) for l in fh]
+    docs = sorted({h["doc"] for h in held})
+    doc_no = {d: i for i, d in enumerate(docs)}
+    t0 = time.time()
+    top = (embed([h["query"] for h in held]) @ embed(docs).T).topk(10, dim=1).indices.tolist()
+    seconds = time.time() - t0
+    hit = [doc_no[h["doc"]] in top[i] for i, h in enumerate(held)]
+    heads = {a.strip().lower() for k, _, a, _ in
+             make_corpus_pairs.corpus_pairs(list(make_corpus_pairs.read_texts(args.texts)), 0)
+             if k == "dict-definition"}
+    covered = [any(x.strip().lower() in heads for x in h["doc"].split(",")) for h in held]
+    out = {"model": args.model, "queries": len(held), "docs": len(docs), "embed_seconds": round(seconds, 1),
+           "recall@10": round(sum(hit) / len(hit), 4)}
+    for name, want in (("lemma_is_dictionary_headword", True), ("lemma_not_dictionary_headword", False)):
+        sel = [h for h, c in zip(hit, covered) if c == want]
+        out[name] = {"queries": len(sel), "recall@10": round(sum(sel) / max(1, len(sel)), 4)}
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
