@@ -582,7 +582,8 @@ def contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed=
     with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=(device == "cuda")):
         if packed is not None:  # all sides in one packed forward pass
             sides = [a_i, b_i] + [x for x in (hb, ha) if x is not None]
-            e = packed_bert.embed_packed(packed, ids, lens, torch.cat(sides)).split(n)
+            e = packed_bert.embed_packed(packed, ids, lens, torch.cat(sides),
+                                         row=max(packed_bert.ROW, args.max_len)).split(n)
             ea, eb = e[0], e[1]
             ehb = e[2] if hb is not None else None
             eha = e[-1] if ha is not None else None
