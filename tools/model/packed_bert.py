@@ -72,7 +72,6 @@ class PackedBert(torch.nn.Module):
         cfg = b.config
         drop = cfg.hidden_dropout_prob if self.training else 0.0
         adrop = cfg.attention_probs_dropout_prob if self.training else 0.0
-        eps = cfg.layer_norm_eps
         e = b.embeddings
         x = e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings.weight[0]
         x = F.dropout(e.LayerNorm(x), drop, self.training)
@@ -93,10 +92,10 @@ class PackedBert(torch.nn.Module):
             a = self._attention(qkv[0], qkv[1], qkv[2], mask, adrop)
             a = a.transpose(1, 2).reshape(R, L, H)
             a = F.dropout(att.output.dense(a), drop, self.training)
-            x = F.layer_norm(a + x, (H,), att.output.LayerNorm.weight, att.output.LayerNorm.bias, eps)
+            x = att.output.LayerNorm(a + x)
             f = F.gelu(layer.intermediate.dense(x))
             f = F.dropout(layer.output.dense(f), drop, self.training)
-            x = F.layer_norm(f + x, (H,), layer.output.LayerNorm.weight, layer.output.LayerNorm.bias, eps)
+            x = layer.output.LayerNorm(f + x)
         return x
 
 
@@ -197,7 +196,7 @@ def bert_from_tensors(tensors, config):
     b.config = type("Config", (), dict(
         hidden_dropout_prob=config.get("hidden_dropout_prob", 0.1),
         attention_probs_dropout_prob=config.get("attention_probs_dropout_prob", 0.1),
-        layer_norm_eps=config["layer_norm_eps"], num_attention_heads=config["num_attention_heads"],
+        num_attention_heads=config["num_attention_heads"],
         hidden_size=H))()
     b.embeddings = node(**{n: nn.Embedding.from_pretrained(tensors[pre + "embeddings.%s.weight" % n].float(),
                                                            freeze=False)

@@ -631,7 +631,7 @@ def contrastive_train(model, d, args, device, results):
             return weighted_order(w, gen).to(device)
         return pool[torch.randperm(pool.numel(), generator=gen).to(device)]
 
-    packed = None
+    packed, compiled = None, False
     if getattr(args, "packed", 0):
         packed = packed_bert.PackedBert(model)
         # 192 a-texts of random pairs and the 64 longest texts
@@ -641,7 +641,7 @@ def contrastive_train(model, d, args, device, results):
         results["packed_check_max_abs_diff"] = diff
         log("packed forward vs BertModel: max |diff| %.2g on %d texts" % (diff, probe.numel()))
         if args.compile and device == "cuda":
-            packed = torch.compile(packed, dynamic=True)
+            packed, compiled = torch.compile(packed, dynamic=True), True
     perm, pos, epoch, step = order(None), 0, 0, 0
     labels = torch.arange(args.batch, device=device)
     seen = torch.zeros(len(d["kind_names"]), dtype=torch.long, device=device)
@@ -684,18 +684,19 @@ def contrastive_train(model, d, args, device, results):
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, lr0 + (lr1 - lr0) * min(1.0, frac))
         for g in opt.param_groups:
             g["lr"] = lr
-        if step == 0 and packed is not None and args.compile and device == "cuda":
-            try:  # the first call compiles; an error there falls back to the eager packed pass
-                t_c = time.time()
-                loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
-                log("compiled the packed pass in %.1f s" % (time.time() - t_c))
-            except Exception as e:  # noqa: BLE001
-                log("torch.compile failed (%s: %s); eager packed pass" % (type(e).__name__, str(e)[:300]))
-                results["compile_error"] = str(e)[:1000]
-                packed = packed_bert.PackedBert(model)
-                loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
-        else:
+        t_step = time.time()
+        try:
             loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
+        except Exception as e:  # noqa: BLE001
+            if step or packed is None or not compiled:
+                raise
+            # the first call compiles; an error there falls back to the eager packed pass
+            log("torch.compile failed (%s: %s); eager packed pass" % (type(e).__name__, str(e)[:300]))
+            results["compile_error"] = str(e)[:1000]
+            packed, compiled = packed_bert.PackedBert(model), False
+            loss = contrastive_loss(model, d, bi, hard_b, hard_a, labels, args, device, packed)
+        if step == 0 and compiled:
+            log("compiled the packed pass in %.1f s" % (time.time() - t_step))
         apply_step(opt, model, loss)
         seen.index_add_(0, d["kind"][bi], torch.ones_like(bi))  # (bincount would sync with the host)
         step += 1
