@@ -51,10 +51,6 @@ struct CudaEncoderOptions {
   // Graphs kept per encoder; the least recently used is dropped beyond this.
   int max_graphs = 48;
   CudaPrecision precision = CudaPrecision::kFp16;
-  // The fp16 GEMMs through cuBLASLt with the algorithm timed per size class
-  // (embed/cuda_util.cuh LtGemm): the first batch of a new size pays for the
-  // trials (up to 16 candidates a GEMM shape, ~0.2 ms each).
-  bool tune_gemms = false;
   // kFp8 only: cuBLASLt's FP8 fast accumulation (no periodic promotion of the
   // tensor cores' partial sums to fp32).
   bool fp8_fast_accum = false;
@@ -62,7 +58,7 @@ struct CudaEncoderOptions {
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
   // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8
   // (an unknown value is ignored with a warning on stderr),
-  // ZV_CUDA_FP8_FAST_ACCUM=1, ZV_CUDA_GEMM_TUNE=0|1.
+  // ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
   // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;

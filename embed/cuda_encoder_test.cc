@@ -556,43 +556,6 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
       << fused->description();
 }
 
-// Tuned GEMMs (every fp16 GEMM on cuBLASLt, algorithm timed per size class)
-// against the default cuBLAS path, direct passes and graph replays, and a
-// second batch of a tuned size class (the choice reused, not re-timed).
-TEST_F(CudaEncoderLeversTest, TunedGemmsMatchDefault) {
-  CudaEncoderOptions tuned_opt;
-  tuned_opt.tune_gemms = true;
-  auto tuned = New(tuned_opt);
-  auto plain = New(CudaEncoderOptions{});
-  ASSERT_TRUE(tuned && plain);
-  tuned->SetTimer(CudaTimer::kTotal);
-  int replays = 0;
-  for (int round = 0; round < 2; ++round) {
-    for (const std::vector<int>& lens : {std::vector<int>{1},
-                                         {9},
-                                         {64, 3, 17},
-                                         {512, 200, 2, 130},
-                                         std::vector<int>(40, 50),
-                                         std::vector<int>(41, 50)}) {
-      const TokenBatch b = RandomBatch(lens, vocab_, lens.size());
-      const auto rows = EncodeRows(*tuned, b, dim_);
-      replays += tuned->LastTimings().graph;
-      const double c = MinRowCosine(rows, EncodeRows(*plain, b, dim_), dim_);
-      std::printf("%zu sequences, longest %d: min cosine tuned-default %.7f\n",
-                  lens.size(), *std::max_element(lens.begin(), lens.end()), c);
-      EXPECT_GE(c, 0.9999);
-    }
-  }
-  EXPECT_GE(replays, 3);  // round 2's small batches replay graphs
-  const std::string d = tuned->description();
-  std::printf("tuned: %s\n", d.c_str());
-  EXPECT_NE(d.find("tuned GEMMs"), std::string::npos) << d;
-  EXPECT_NE(d.find("GEMM size classes tuned: "), std::string::npos) << d;
-  EXPECT_EQ(d.find("GEMM size classes tuned: 0,"), std::string::npos) << d;
-  EXPECT_EQ(d.find("cublasLt plain GEMM:"), std::string::npos) << d;
-  EXPECT_EQ(d.find("cublasLt GELU epilogue:"), std::string::npos) << d;
-}
-
 // The FP8 path against fp16 on batches from 1 to 40 sequences (no shape may
 // fall back to fp16), and its graph replays against its direct passes.
 TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {

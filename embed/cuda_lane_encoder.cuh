@@ -31,7 +31,7 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::GraphCache;
 using cuda::LtFp8Gemm;
-using cuda::LtGemm;
+using cuda::LtGeluGemm;
 using cuda::PinnedBuffer;
 using kernels::BiasGeluKernel;
 using kernels::BiasResidualLayerNormKernel;
@@ -110,9 +110,8 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(workspace_.Allocate(kWorkspaceBytes));
     ZV_CUBLAS_CHECK(
         cublasSetWorkspace(blas_, workspace_.get(), kWorkspaceBytes));
-    if (opt_.fused || opt_.tune_gemms) {
-      ZV_RETURN_IF_ERROR(
-          lt_.Init(workspace_.get(), kWorkspaceBytes, opt_.tune_gemms));
+    if (opt_.fused) {
+      ZV_RETURN_IF_ERROR(lt_.Init(workspace_.get(), kWorkspaceBytes));
     }
     if (Fp8()) {
       ZV_RETURN_IF_ERROR(
@@ -140,13 +139,6 @@ class CudaLaneEncoder : public CudaEncoder {
     std::string d = owner_->description() + ", " + opt_.ToString();
     if (!graph_note_.empty()) d += " (graphs off: " + graph_note_ + ")";
     if (!lt_note_.empty()) d += " (cublasLt GELU epilogue: " + lt_note_ + ")";
-    if (opt_.tune_gemms) {
-      d += " (GEMM size classes tuned: " + std::to_string(lt_.tuned_classes()) +
-           ", " + std::to_string(lt_.changed_classes()) +
-           " off the heuristic's first pick)";
-    }
-    if (!plain_note_.empty())
-      d += " (cublasLt plain GEMM: " + plain_note_ + ")";
     if (!fp8_note_.empty())
       d += " (fp8 off for some shapes: " + fp8_note_ + ")";
     if (!up_note_.empty()) d += " (fp8 FFN-up: " + up_note_ + ")";
@@ -511,8 +503,8 @@ class CudaLaneEncoder : public CudaEncoder {
     const int h = c.hidden_size, f = c.intermediate_size;
     if (opt_.fused) {
       const Status st =
-          lt_.Run(LtGemm::Epilogue::kGeluBias, x_.get(), l.ffn_in_w.get(),
-                  l.ffn_in_b_half.get(), ffn_.get(), t, f, h, stream_);
+          lt_.Run(x_.get(), l.ffn_in_w.get(), l.ffn_in_b_half.get(), ffn_.get(),
+                  t, f, h, stream_);
       if (st.ok()) return OkStatus();
       if (st.code() != StatusCode::kUnimplemented) return st;
       if (lt_note_.empty()) lt_note_ = st.message();
@@ -551,16 +543,8 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   // y[T, N] = x[T, K] * w[N, K]^T in row-major terms (column-major: y^T = w *
-  // x^T): the tuned cuBLASLt GEMM when tune_gemms (cuBLAS where it has no
-  // algorithm), else cuBLAS.
+  // x^T).
   Status Gemm(const half* x, const half* w, half* y, int t, int n, int k) {
-    if (opt_.tune_gemms) {
-      const Status st =
-          lt_.Run(LtGemm::Epilogue::kNone, x, w, nullptr, y, t, n, k, stream_);
-      if (st.ok()) return OkStatus();
-      if (st.code() != StatusCode::kUnimplemented) return st;
-      if (plain_note_.empty()) plain_note_ = st.message();
-    }
     const float one = 1.f, zero = 0.f;
     ZV_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n, t, k, &one,
                                  w, CUDA_R_16F, k, x, CUDA_R_16F, k, &zero, y,
@@ -631,16 +615,15 @@ class CudaLaneEncoder : public CudaEncoder {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   DeviceBuffer<char> workspace_;
-  LtGemm lt_;  // the GELU-epilogue GEMM, and all GEMMs when tune_gemms
-  std::string lt_note_;     // why the GELU epilogue is not used, if it is not
-  std::string plain_note_;  // a shape the tuned plain GEMM had no algorithm for
+  LtGeluGemm lt_;
+  std::string lt_note_;  // why the GELU epilogue is not used, if it is not
   LtFp8Gemm lt8_;
   std::string fp8_note_;   // why a shape ran in fp16 under kFp8
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
   // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
   std::map<int, unsigned> fp8_shapes_;
-  bool up_cast_ = false;  // ... with the FFN-up output cast by a kernel
-  std::string up_note_;   // why the FFN-up GEMM cannot write e4m3
+  bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
+  std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
   DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;
   GraphCache graphs_;
   std::string graph_note_;  // set when a capture failed: graphs off
