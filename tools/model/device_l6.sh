@@ -11,6 +11,7 @@
 #                          smoke, vocabulary, MLM, contrastive; exports models/zerovec-l6
 #   resume CON_MIN         call 2, carry tools/model/work/l6 and models/zerovec-l6 (call 1's,
 #                          unpacked): smoke, contrastive from that checkpoint, reference vectors
+# VOCAB (default 8192): the word-piece vocabulary a fresh run trains.
 # Each call ends by WALL seconds (default 560) after it starts: contrastive training stops
 # early enough for export, evaluation and packing (train.py --stop-at). The model and the
 # results are packed into $OUT as l6.tar.part-* (15 MiB each); unpack here with
@@ -28,7 +29,7 @@ TRAIN=(python3 tools/model/train.py --work "$W" --texts "$W/texts.tsv.xz" --name
        --max-len 128 --lr "${LR:-4e-4}" --warmup 200 --batch "${BATCH:-4096}" --length-buckets 4
        --packed "${PACKED:-1}" --source-weights "${WEIGHTS:-wordnet=3,package-summary=3,dict-definition=2}"
        --hard-negatives-both 1)
-FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size 8192
+FRESH=(--layers 6 --hidden 384 --heads 12 --intermediate 1536 --max-positions 512 --vocab-size "${VOCAB:-8192}"
        --mlm-texts "$M/mlm_texts.tsv.xz" --vocab-corpus "$M/vocab_corpus.txt.xz")
 mkdir -p "$R"
 
