@@ -131,8 +131,9 @@ struct CudaModel::Impl {
   bool cls = false;
   bool normalize = false;
   int max_tokens = 0;
-  // Tensor-core kernel unless ZV_CUDA_ATTENTION=simt (read at Create).
-  AttentionImpl attention = AttentionImpl::kMma;
+  // The pipelined tensor-core kernel unless ZV_CUDA_ATTENTION=mma or =simt
+  // (read at Create).
+  AttentionImpl attention = AttentionImpl::kMma2;
   std::string device_name;
   int ordinal = 0;  // cudaSetDevice before any call: the current device is
                     // per host thread

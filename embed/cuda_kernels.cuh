@@ -458,7 +458,7 @@ __device__ __forceinline__ uint4 BiasScale8(const half* src,
 // helpers is for a change that can be timed and checked on a GPU).
 // KV_BIAS false: K and V are used without bias (the fused path drops the K
 // bias and folds the V bias into the output projection; see cuda_encoder.cu).
-// FAST (ZV_CUDA_ATTENTION=mma2; false is the default kernel):
+// FAST (the default; false under ZV_CUDA_ATTENTION=mma):
 // exp2 two at a time in fp16 (the MUFU unit bounds this loop at head_dim 32:
 // 64 exps against 32 MMAs a warp and chunk), and, without K/V bias at
 // head_dim <= 64, K/V chunks double-buffered by cp.async so the next chunk's
@@ -691,18 +691,18 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
-// Which attention kernel the encoder runs. kMma (tensor cores) unless the
-// environment says ZV_CUDA_ATTENTION=mma2 (the same with fp16 exp2 and
-// cp.async double buffering: opt-in until a device run has timed it beside
-// kMma and checked its vectors; bench/gpu/attention_v2_device.sh) or =simt
-// (the fp32 CUDA-core kernel, kept for comparison and as a fallback).
+// Which attention kernel the encoder runs. kMma2 (tensor cores, fp16 exp2,
+// cp.async double buffering: its attention phase was as fast or faster than
+// kMma's at every point timed, bench/RESULTS.md 2026-12-07) unless the
+// environment says ZV_CUDA_ATTENTION=mma (the same without those two) or
+// =simt (the fp32 CUDA-core kernel, kept for comparison and as a fallback).
 enum class AttentionImpl { kMma, kMma2, kSimt };
 
 inline AttentionImpl AttentionImplFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION");
   if (e != nullptr && std::strcmp(e, "simt") == 0) return AttentionImpl::kSimt;
-  if (e != nullptr && std::strcmp(e, "mma2") == 0) return AttentionImpl::kMma2;
-  return AttentionImpl::kMma;
+  if (e != nullptr && std::strcmp(e, "mma") == 0) return AttentionImpl::kMma;
+  return AttentionImpl::kMma2;
 }
 
 inline const char* AttentionImplName(AttentionImpl impl) {

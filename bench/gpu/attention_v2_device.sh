@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for issue 14's attention lever: the tensor-core attention
-# with fp16 exp2 and cp.async double buffering (opt-in: ZV_CUDA_ATTENTION=mma2)
-# beside the default kernel (mma), each in its own gpu_embed_bench process
+# with fp16 exp2 and cp.async double buffering (ZV_CUDA_ATTENTION=mma2, the
+# default since 2026-12-07) beside the plain one (mma), each in its own
+# gpu_embed_bench process
 # (each measures its own GEMM ceiling), MiniLM and bge-base shapes, plus the
 # encoder tests and mma2's vectors against PyTorch fp32.
 #   Here:   tools/bundle.sh --cuda --no-python --out dist/zv-attn \
