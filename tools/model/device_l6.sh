@@ -11,6 +11,12 @@
 #                          smoke, vocabulary, MLM, contrastive; exports models/zerovec-l6
 #   resume CON_MIN         call 2, carry tools/model/work/l6 and models/zerovec-l6 (call 1's,
 #                          unpacked): smoke, contrastive from that checkpoint, reference vectors
+#   pair MLM_MIN CON_MIN   two fresh runs at once on the one GPU (a 14M-parameter model leaves
+#                          most of it idle), for an A/B comparison under the same conditions:
+#                          A_ARGS and B_ARGS are extra train.py flags for each (the last of a
+#                          repeated flag wins), e.g. A_ARGS="--vocab-size 16384"
+#                          B_ARGS="--vocab-size 32768"; exports models/zerovec-l6-a and -b,
+#                          results in tools/model/results/pair-a and pair-b
 # VOCAB (default 8192): the word-piece vocabulary a fresh run trains.
 # Each call ends by WALL seconds (default 560) after it starts: contrastive training stops
 # early enough for export, evaluation and packing (train.py --stop-at). The model and the
@@ -121,8 +127,36 @@ resume)
   [ -f tests/data/reference/zerovec-l6.jsonl ] && REF=(tests/data/reference/zerovec-l6.jsonl)
   pack "$CKPT" "${REF[@]}" "$R"/*l6*
   ;;
+pair)
+  MLM=${2:-1.5}
+  CON=${3:-99}
+  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
+  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
+  echo "smoke passed ($(elapsed)s)"
+  PIDS=()
+  for SIDE in a b; do
+    ARGS_VAR=${SIDE^^}_ARGS
+    read -r -a EXTRA <<< "${!ARGS_VAR:-}"
+    mkdir -p "$R/pair-$SIDE"
+    echo "$SIDE: ${EXTRA[*]:-(no extra flags)}" | tee "$R/pair-$SIDE/args.txt"
+    # 50 s are left for export, evaluation (both at once) and packing
+    "${TRAIN[@]}" "${FRESH[@]}" --out "$CKPT-$SIDE" --results "$R/pair-$SIDE" \
+      --mlm-minutes "$MLM" --minutes "$CON" --mlm-share "${MLM_SHARE:-0.5}" \
+      --stop-at $((T0 + WALL - 50)) --hard-negatives-at 0.5 --lr-range 1,0.5 \
+      --eval-file zerovec-l6-eval-pair-$SIDE.json "${EXTRA[@]}" \
+      > "$R/pair-$SIDE/train-l6-pair.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for i in 0 1; do wait "${PIDS[$i]}" || echo "FAILED train side $i ($(elapsed)s)"; done
+  for SIDE in a b; do
+    echo "== $SIDE: $(cat "$R/pair-$SIDE/args.txt")"
+    grep -E "vocab|mlm \{|trained|SUMMARY" "$R/pair-$SIDE/train-l6-pair.log" | cut -c1-400
+    tail -2 "$R/pair-$SIDE/train-l6-pair.log" | cut -c1-300
+  done
+  pack "$CKPT-a" "$CKPT-b" "$R/pair-a" "$R/pair-b" "$R"/smoke-l6-fresh.log "$R"/device-l6.txt
+  ;;
 *)
-  echo "usage: $0 smoke | full [MLM_MIN] [CON_MIN] | resume [CON_MIN]"
+  echo "usage: $0 smoke | full [MLM_MIN] [CON_MIN] | resume [CON_MIN] | pair [MLM_MIN] [CON_MIN]"
   exit 2
   ;;
 esac
