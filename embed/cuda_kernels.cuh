@@ -692,10 +692,11 @@ __global__ void __launch_bounds__(W * 32)
 }
 
 // Which attention kernel the encoder runs. kMma2 (tensor cores, fp16 exp2,
-// cp.async double buffering: its attention phase was as fast or faster than
-// kMma's at every point timed, bench/RESULTS.md 2026-12-07) unless the
-// environment says ZV_CUDA_ATTENTION=mma (the same without those two) or
-// =simt (the fp32 CUDA-core kernel, kept for comparison and as a fallback).
+// cp.async double buffering: 15 % less attention time on texts of 128-512
+// tokens, the same within run-to-run spread on short ones; bench/RESULTS.md
+// 2026-12-07) unless the environment says ZV_CUDA_ATTENTION=mma (the same
+// without those two) or =simt (the fp32 CUDA-core kernel, kept for
+// comparison and as a fallback).
 enum class AttentionImpl { kMma, kMma2, kSimt };
 
 inline AttentionImpl AttentionImplFromEnv() {

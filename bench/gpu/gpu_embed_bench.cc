@@ -342,8 +342,8 @@ void MeasureEncodeRun(Corpus& corpus, const std::string& b, int B,
   const double ceiling = setup.ceiling;
   std::span<float* const> r(rig.rows.data(), B);
   const int reps = Reps(B);
-  // The first pass of a shape also plans (and, with ZV_CUDA_GEMM_TUNE=1,
-  // tunes) its GEMMs: its wall time is reported on its own.
+  // The first pass of a shape also plans its GEMMs (cuBLASLt's heuristic,
+  // FP8 trials): its wall time is reported on its own.
   const auto first = Clock::now();
   CHECK_OK(enc.Encode(tb, r));
   const double first_ms = Ms(first, Clock::now());
@@ -531,7 +531,7 @@ int main(int argc, char** argv) {
   const ThroughputSetup setup{&cfg, max_batch, ceiling};
   for (const auto& b : corpus.order)
     for (int B : batches) MeasureEncodeRun(corpus, b, B, setup, rig, out);
-  // After the passes: what the encoder settled on (e.g. tuned GEMM classes).
+  // After the passes: what the encoder settled on (e.g. a fallback it noted).
   out["device_after_runs"] = rig.encoder->description();
   std::printf("after the runs: %s\n", rig.encoder->description().c_str());
   MeasureGemmShapes(corpus, cfg, max_batch, out);
