@@ -61,6 +61,12 @@ smoke_fresh() {
     --compile 0 --minutes 0.15 --hard-negatives-at 0.3 --hard-negative-sample 4000 > "$R/smoke-l6-fresh.log" 2>&1 &&
     grep -q SUMMARY "$R/smoke-l6-fresh.log"
 }
+# full and pair: a fresh run's inputs, then the fresh smoke (stops the call if it fails).
+fresh_start() {
+  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
+  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
+  echo "smoke passed ($(elapsed)s)"
+}
 smoke_resume() {
   "${TRAIN[@]}" --resume-from "$1" --out /tmp/l6r --results /tmp/l6r-r --smoke 5000 --compile 0 --minutes 0.1 \
     --hard-negatives-at 0,0.5 --hard-negative-sample 4000 > "$R/smoke-l6-resume.log" 2>&1 &&
@@ -82,9 +88,7 @@ smoke)
 full)
   MLM=${2:-1.5}
   CON=${3:-99}
-  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
-  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
-  echo "smoke passed ($(elapsed)s)"
+  fresh_start
   # Call 2's path, checked now so that a fix can land before call 2; it runs beside the
   # training's CPU-bound start (vocabulary, tokenization), and call 1 goes on regardless.
   smoke_resume /tmp/l6s &
@@ -130,9 +134,7 @@ resume)
 pair)
   MLM=${2:-1.5}
   CON=${3:-99}
-  need "$W/pairs.tsv.xz" "$W/texts.tsv.xz" "$M/mlm_texts.tsv.xz" "$M/vocab_corpus.txt.xz"
-  smoke_fresh || fail "smoke (fresh)" "$R/smoke-l6-fresh.log"
-  echo "smoke passed ($(elapsed)s)"
+  fresh_start
   PIDS=()
   for SIDE in a b; do
     ARGS_VAR=${SIDE^^}_ARGS
