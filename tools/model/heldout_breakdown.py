@@ -7,6 +7,8 @@ stdlib reference tokenizer), e.g. with Debian's python3-torch unpacked as check_
 describes:
   python3 tools/model/heldout_breakdown.py --model models/zerovec-l6 \
       --texts tools/model/work/l6/texts.tsv.xz
+With --manpages tests/data/manpages/eval.jsonl instead of --texts: which man-page questions
+dense and BM25 each find (train.py's scoring), and the ones only BM25 finds.
 """
 import argparse
 import json
@@ -24,13 +26,54 @@ import make_corpus_pairs  # noqa: E402
 import packed_bert  # noqa: E402
 
 
+def embed_texts(model, tok, texts, row):
+    """Unit vectors of texts (cut at row tokens) through the packed pass, in chunks."""
+    enc = [tok.encode(t, row) for t in texts]
+    lens = torch.tensor([len(e) for e in enc])
+    ids = torch.zeros(len(enc), row, dtype=torch.long)
+    for i, e in enumerate(enc):
+        ids[i, : len(e)] = torch.tensor(e)
+    step = max(1, 2048 * packed_bert.ROW // row)
+    with torch.no_grad():
+        return torch.cat([packed_bert.embed_packed(model, ids, lens, torch.arange(s, min(s + step, len(enc))), row=row)
+                          for s in range(0, len(enc), step)])
+
+
+def manpage_breakdown(embed, path, passage_row):
+    """The man-page set as train.py scores it (passages up to the model's window, questions up
+    to 128 tokens),
+    per question: found in the top 10 by dense, by BM25 (words), both or neither, and the
+    questions only BM25 finds with dense's top pages beside them."""
+    import train  # noqa: E402 (its BM25 and word split, so the counts match its SUMMARY)
+    with open(path) as fh:
+        items = [json.loads(l) for l in fh]
+    passages = [i for i in items if i["kind"] == "passage"]
+    queries = [i for i in items if i["kind"] == "query"]
+    top = (embed([q["text"] for q in queries]) @ embed([p["text"] for p in passages], passage_row).T).topk(10, dim=1)
+    top_w = train.bm25_topk([train.words(q["text"]) for q in queries], [train.words(p["text"]) for p in passages])
+    counts = {"both": 0, "dense_only": 0, "bm25_only": 0, "neither": 0}
+    bm25_only = []
+    for q, d, w in zip(queries, top.indices.tolist(), top_w):
+        dense_pages = [passages[j]["page"] for j in d]
+        dense, bm25 = q["page"] in dense_pages, any(passages[j]["page"] == q["page"] for j in w)
+        counts["both" if dense and bm25 else "dense_only" if dense else "bm25_only" if bm25 else "neither"] += 1
+        if bm25 and not dense:
+            bm25_only.append({"page": q["page"], "question": q["text"], "dense_top3": dense_pages[:3]})
+    return {"questions": len(queries), "passages": len(passages),
+            "dense_hit@10": counts["both"] + counts["dense_only"],
+            "bm25_hit@10": counts["both"] + counts["bm25_only"], **counts, "bm25_only_questions": bm25_only}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True, help="exported folder (config.json, model.safetensors, vocab.txt)")
-    ap.add_argument("--texts", required=True, help="make_corpus_pairs.py's texts.tsv.xz (the dictionary pairs)")
+    ap.add_argument("--texts", help="make_corpus_pairs.py's texts.tsv.xz (the dictionary pairs)")
+    ap.add_argument("--manpages", help="instead: the man-page set (tests/data/manpages/eval.jsonl), dense against BM25")
     ap.add_argument("--heldout", default=os.path.join(REPO, "tests", "data", "heldout_gloss_lemma.jsonl"))
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
+    if not args.texts and not args.manpages:
+        ap.error("--texts (held-out breakdown) or --manpages is needed")
     if args.threads:
         torch.set_num_threads(args.threads)
     with open(os.path.join(args.model, "config.json")) as fh:
@@ -40,16 +83,12 @@ def main():
     model = packed_bert.PackedBert(bert, use_sdpa=False).eval()
     tok = bert_ref_tokenizer.RefTokenizer(os.path.join(args.model, "vocab.txt"))
 
-    def embed(texts):
-        enc = [tok.encode(t, packed_bert.ROW) for t in texts]
-        lens = torch.tensor([len(e) for e in enc])
-        ids = torch.zeros(len(enc), packed_bert.ROW, dtype=torch.long)
-        for i, e in enumerate(enc):
-            ids[i, : len(e)] = torch.tensor(e)
-        with torch.no_grad():
-            return torch.cat([packed_bert.embed_packed(model, ids, lens, torch.arange(s, min(s + 2048, len(enc))))
-                              for s in range(0, len(enc), 2048)])
+    def embed(texts, row=packed_bert.ROW):
+        return embed_texts(model, tok, texts, row)
 
+    if args.manpages:
+        print(json.dumps(manpage_breakdown(embed, args.manpages, config["max_position_embeddings"]), indent=1))
+        return
     with open(args.heldout) as fh:
         held = [json.loads(l) for l in fh]
     docs = sorted({h["doc"] for h in held})
