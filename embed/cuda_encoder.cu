@@ -350,6 +350,9 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
   read("ZV_CUDA_GRAPHS", &graphs);
   read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
   read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
+  int pdl = o.pdl ? 1 : 0;
+  read("ZV_CUDA_PDL", &pdl);
+  o.pdl = pdl != 0;
   o.fused = fused != 0;
   o.graphs = graphs != 0;
   if (const char* e = std::getenv("ZV_CUDA_PRECISION"); e && *e) {
@@ -369,7 +372,7 @@ std::string CudaEncoderOptions::ToString() const {
                   (precision == CudaPrecision::kFp8 && fp8_fast_accum
                        ? " (fast accumulation)"
                        : "") +
-                  (fused ? ", fused" : ", unfused");
+                  (fused ? ", fused" : ", unfused") + (pdl ? ", PDL" : "");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);
   if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";

@@ -557,6 +557,44 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
       << fused->description();
 }
 
+// Programmatic dependent launch changes when kernels start, not what they
+// compute: direct passes and graph replays give the default's rows bit for
+// bit (a kernel reading before its predecessor's writes landed would not).
+TEST_F(CudaEncoderLeversTest, PdlMatchesDefault) {
+  CudaEncoderOptions pdl_opt;
+  pdl_opt.pdl = true;
+  auto pdl = New(pdl_opt);
+  auto plain = New(CudaEncoderOptions{});
+  ASSERT_TRUE(pdl && plain);
+  std::printf("pdl: %s\n", pdl->description().c_str());
+  pdl->SetTimer(CudaTimer::kTotal);
+  int replays = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::vector<int>& lens : {std::vector<int>{1},
+                                         {9},
+                                         {64, 3, 17},
+                                         {512, 200, 2, 130},
+                                         std::vector<int>(40, 50),
+                                         std::vector<int>(150, 90)}) {
+      const TokenBatch b = RandomBatch(lens, vocab_, lens.size() + round);
+      const auto rows = EncodeRows(*pdl, b, dim_);
+      replays += pdl->LastTimings().graph;
+      const double diff = MaxAbsDiff(rows, EncodeRows(*plain, b, dim_));
+      EXPECT_EQ(diff, 0.0) << lens.size() << " sequences, round " << round;
+    }
+  }
+  EXPECT_GE(replays, 6);  // rounds 2 and 3 replay the small batches' graphs
+  const std::string d = pdl->description();
+  EXPECT_NE(d.find(", PDL"), std::string::npos) << d;
+  EXPECT_EQ(d.find("graphs off"), std::string::npos) << d;
+  // The phase timer's pass (no PDL between its events) still adds up.
+  pdl->SetTimer(CudaTimer::kPhases);
+  const TokenBatch b = RandomBatch(std::vector<int>(64, 100), vocab_, 5);
+  EXPECT_EQ(MaxAbsDiff(EncodeRows(*pdl, b, dim_), EncodeRows(*plain, b, dim_)),
+            0.0);
+  EXPECT_EQ(pdl->LastTimings().phases_ms.size(), 7u);
+}
+
 // The FP8 path against fp16 on batches from 1 to 40 sequences (no shape may
 // fall back to fp16), and its graph replays against its direct passes.
 TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {

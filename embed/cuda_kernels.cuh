@@ -22,6 +22,41 @@ namespace zv::embed::kernels {
 inline constexpr int kMaxHidden = 1024;
 inline constexpr int kLnPerLane = kMaxHidden / 32;
 
+// Programmatic dependent launch (Hopper): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization (LaunchKernel, pdl) may
+// start while the kernel before it in the stream is finishing, and must wait
+// here for that kernel's writes before it reads anything. Launched without
+// the attribute, it returns at once.
+__device__ __forceinline__ void WaitForPriorKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), or the same through
+// cudaLaunchKernelEx with programmatic stream serialization when pdl (the
+// kernel must call WaitForPriorKernel first). Returns the launch's error.
+template <typename... Params, typename... Args>
+inline cudaError_t LaunchKernel(bool pdl, void (*kernel)(Params...), dim3 grid,
+                                dim3 block, size_t smem, cudaStream_t stream,
+                                Args... args) {
+  if (!pdl) {
+    kernel<<<grid, block, smem, stream>>>(static_cast<Params>(args)...);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -112,6 +147,7 @@ __global__ void BiasResidualLayerNormVecKernel(
     half* x, const half* y, int tokens, int h, const float* bias,
     const float* gamma, const float* beta, float eps,
     __nv_fp8_e4m3* x8 = nullptr, float q8 = 1.f) {
+  WaitForPriorKernel();
   constexpr int kPairs = kMaxHidden / 64;
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= tokens) return;
@@ -308,6 +344,7 @@ constexpr int kPoolThreads = 256;
 __global__ void __launch_bounds__(kPoolThreads)
     PoolNormalizeKernel(const half* x, const int* offsets, int h, int cls,
                         int normalize, float* const* out_rows) {
+  WaitForPriorKernel();
   constexpr int kPer = kMaxHidden / kPoolThreads;
   __shared__ float partial[kPoolThreads / 32];
   const int seq = blockIdx.x, start = offsets[seq];
@@ -469,6 +506,7 @@ __global__ void __launch_bounds__(W * 32)
                        const float* __restrict__ qkv_bias,
                        const int* __restrict__ offsets, int h, float q_scale,
                        half* __restrict__ ctx) {
+  WaitForPriorKernel();
   constexpr int kThreads = W * 32;
   constexpr int kQ = 16 * W;               // query rows per block
   constexpr int kKeys = W >= 4 ? 64 : 32;  // keys per shared-memory chunk
@@ -718,61 +756,65 @@ inline const char* AttentionImplName(AttentionImpl impl) {
 }
 
 template <int DH, int W, bool FAST>
-inline void LaunchMmaAttention(const half* qkv, const float* qkv_bias,
-                               const int* offsets, int batch, int max_len,
-                               int heads, int h, float scale, half* ctx,
-                               cudaStream_t stream, bool kv_bias) {
+inline cudaError_t LaunchMmaAttention(const half* qkv, const float* qkv_bias,
+                                      const int* offsets, int batch,
+                                      int max_len, int heads, int h,
+                                      float scale, half* ctx,
+                                      cudaStream_t stream, bool kv_bias,
+                                      bool pdl) {
   const dim3 grid((max_len + 16 * W - 1) / (16 * W), heads, batch);
   const float q_scale = scale * 1.4426950408889634f;
-  if (kv_bias) {
-    MmaAttentionKernel<DH, W, true, FAST>
-        <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
-  } else {
-    MmaAttentionKernel<DH, W, false, FAST>
-        <<<grid, 32 * W, 0, stream>>>(qkv, qkv_bias, offsets, h, q_scale, ctx);
-  }
+  return LaunchKernel(pdl,
+                      kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
+                              : MmaAttentionKernel<DH, W, false, FAST>,
+                      grid, dim3(32 * W), 0, stream, qkv, qkv_bias, offsets, h,
+                      q_scale, ctx);
 }
 
 template <int DH, bool FAST>
-inline void LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
-                                 const int* offsets, int batch, int max_len,
-                                 int heads, int h, float scale, half* ctx,
-                                 cudaStream_t stream, bool kv_bias) {
+inline cudaError_t LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
+                                        const int* offsets, int batch,
+                                        int max_len, int heads, int h,
+                                        float scale, half* ctx,
+                                        cudaStream_t stream, bool kv_bias,
+                                        bool pdl) {
   // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
   if (max_len <= 16) {
-    LaunchMmaAttention<DH, 1, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                    heads, h, scale, ctx, stream, kv_bias);
+    return LaunchMmaAttention<DH, 1, FAST>(qkv, qkv_bias, offsets, batch,
+                                           max_len, heads, h, scale, ctx,
+                                           stream, kv_bias, pdl);
   } else if (max_len <= 32) {
-    LaunchMmaAttention<DH, 2, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                    heads, h, scale, ctx, stream, kv_bias);
+    return LaunchMmaAttention<DH, 2, FAST>(qkv, qkv_bias, offsets, batch,
+                                           max_len, heads, h, scale, ctx,
+                                           stream, kv_bias, pdl);
   } else if (max_len <= 64) {
-    LaunchMmaAttention<DH, 4, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                    heads, h, scale, ctx, stream, kv_bias);
-  } else {
-    LaunchMmaAttention<DH, 8, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                    heads, h, scale, ctx, stream, kv_bias);
+    return LaunchMmaAttention<DH, 4, FAST>(qkv, qkv_bias, offsets, batch,
+                                           max_len, heads, h, scale, ctx,
+                                           stream, kv_bias, pdl);
   }
+  return LaunchMmaAttention<DH, 8, FAST>(qkv, qkv_bias, offsets, batch, max_len,
+                                         heads, h, scale, ctx, stream, kv_bias,
+                                         pdl);
 }
 
 template <bool FAST>
-inline void LaunchMmaAttentionFor(int head_dim, const half* qkv,
-                                  const float* qkv_bias, const int* offsets,
-                                  int batch, int max_len, int heads, int h,
-                                  float scale, half* ctx, cudaStream_t stream,
-                                  bool kv_bias) {
+inline cudaError_t LaunchMmaAttentionFor(
+    int head_dim, const half* qkv, const float* qkv_bias, const int* offsets,
+    int batch, int max_len, int heads, int h, float scale, half* ctx,
+    cudaStream_t stream, bool kv_bias, bool pdl) {
   switch (head_dim) {
     case 32:
-      LaunchMmaAttentionDh<32, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                     heads, h, scale, ctx, stream, kv_bias);
-      break;
+      return LaunchMmaAttentionDh<32, FAST>(qkv, qkv_bias, offsets, batch,
+                                            max_len, heads, h, scale, ctx,
+                                            stream, kv_bias, pdl);
     case 64:
-      LaunchMmaAttentionDh<64, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                     heads, h, scale, ctx, stream, kv_bias);
-      break;
+      return LaunchMmaAttentionDh<64, FAST>(qkv, qkv_bias, offsets, batch,
+                                            max_len, heads, h, scale, ctx,
+                                            stream, kv_bias, pdl);
     default:
-      LaunchMmaAttentionDh<128, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                      heads, h, scale, ctx, stream, kv_bias);
-      break;
+      return LaunchMmaAttentionDh<128, FAST>(qkv, qkv_bias, offsets, batch,
+                                             max_len, heads, h, scale, ctx,
+                                             stream, kv_bias, pdl);
   }
 }
 
@@ -780,23 +822,24 @@ inline void LaunchMmaAttentionFor(int head_dim, const half* qkv,
 // batch. Returns cudaErrorInvalidValue for an unsupported head_dim, else the
 // launch's error. kv_bias false: the K and V parts of qkv_bias must be zeros
 // (the tensor-core kernel then skips them; the fp32 one adds the zeros).
+// pdl: the tensor-core kernels by programmatic dependent launch (LaunchKernel;
+// the fp32 kernel ignores it).
 inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const half* qkv, const float* qkv_bias,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
-                                   cudaStream_t stream, bool kv_bias = true) {
+                                   cudaStream_t stream, bool kv_bias = true,
+                                   bool pdl = false) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
     if (impl == AttentionImpl::kMma2) {
-      LaunchMmaAttentionFor<true>(head_dim, qkv, qkv_bias, offsets, batch,
-                                  max_len, heads, h, scale, ctx, stream,
-                                  kv_bias);
-    } else {
-      LaunchMmaAttentionFor<false>(head_dim, qkv, qkv_bias, offsets, batch,
-                                   max_len, heads, h, scale, ctx, stream,
-                                   kv_bias);
+      return LaunchMmaAttentionFor<true>(head_dim, qkv, qkv_bias, offsets,
+                                         batch, max_len, heads, h, scale, ctx,
+                                         stream, kv_bias, pdl);
     }
-    return cudaGetLastError();
+    return LaunchMmaAttentionFor<false>(head_dim, qkv, qkv_bias, offsets, batch,
+                                        max_len, heads, h, scale, ctx, stream,
+                                        kv_bias, pdl);
   }
   // Fallback: the fp32 CUDA-core kernel (embed/cuda_kernels.cuh).
   const dim3 grid((max_len + 15) / 16, heads, batch);

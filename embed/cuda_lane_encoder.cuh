@@ -40,6 +40,7 @@ using kernels::CastE4m3Kernel;
 using kernels::EmbedLayerNormKernel;
 using kernels::kPoolThreads;
 using kernels::LaunchAttention;
+using kernels::LaunchKernel;
 using kernels::PoolNormalizeKernel;
 
 // The phases the timer reports (CudaTimings::phases_ms), in pass order.
@@ -201,6 +202,10 @@ class CudaLaneEncoder : public CudaEncoder {
     return opt_.small_batch > 0 && seqs <= opt_.small_batch;
   }
   bool Fp8() const { return opt_.precision == CudaPrecision::kFp8; }
+  // Programmatic dependent launch for the kernels that follow a kernel
+  // (LayerNorm, attention, pooling), except in the phase timer's pass, where
+  // an event sits between them.
+  bool Pdl(bool mark) const { return opt_.pdl && !mark; }
   bool GraphsOn() const {
     return opt_.graphs && opt_.max_graphs > 0 && graph_note_.empty();
   }
@@ -349,9 +354,9 @@ class CudaLaneEncoder : public CudaEncoder {
       ZV_RETURN_IF_ERROR(fp8_pass_ ? EncodeLayerFp8(l, in, scale, mark)
                                    : EncodeLayer(l, in, scale, mark));
     }
-    PoolNormalizeKernel<<<in.seqs, kPoolThreads, 0, stream_>>>(
-        x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
-    ZV_CUDA_CHECK(cudaGetLastError());
+    ZV_CUDA_CHECK(LaunchKernel(
+        Pdl(mark), PoolNormalizeKernel, dim3(in.seqs), dim3(kPoolThreads), 0,
+        stream_, x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows));
     return Mark(mark, kPool);
   }
 
@@ -368,19 +373,19 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(),
                                  in.offsets, in.seqs, in.max_len, scale,
-                                 /*kv_bias=*/!fused));
+                                 /*kv_bias=*/!fused, mark));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t,
                                  fused ? l.out_b_folded.get() : l.out_b.get(),
-                                 l.ln1_g.get(), l.ln1_b.get()));
+                                 l.ln1_g.get(), l.ln1_b.get(), mark));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUp(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
     ZV_RETURN_IF_ERROR(
         Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
     ZV_RETURN_IF_ERROR(
-        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get()));
+        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get(), mark));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -477,11 +482,11 @@ class CudaLaneEncoder : public CudaEncoder {
                                 qkv_.get(), t, 3 * h, h, stream_));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(l.q_only_b.get(), in.offsets, in.seqs,
-                                 in.max_len, scale, /*kv_bias=*/false));
+                                 in.max_len, scale, /*kv_bias=*/false, mark));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
-                                 l.ln1_b.get(), x8_.get(), l.ln1_q8));
+                                 l.ln1_b.get(), mark, x8_.get(), l.ln1_q8));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
@@ -490,8 +495,8 @@ class CudaLaneEncoder : public CudaEncoder {
     // The last layer's output feeds only pooling: no e4m3 copy.
     const bool last = &l == &m_.layers.back();
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
-                                 l.ln2_b.get(), last ? nullptr : x8_.get(),
-                                 l.ln2_q8));
+                                 l.ln2_b.get(), mark,
+                                 last ? nullptr : x8_.get(), l.ln2_q8));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -521,17 +526,17 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   // x_ = LayerNorm(x_ + tmp_ + bias); with x8 (fused path only) also
-  // x8 = e4m3(x_ * q8).
+  // x8 = e4m3(x_ * q8). mark: the phase timer's pass (no PDL).
   Status LayerNorm(int t, const float* bias, const float* gamma,
-                   const float* beta, __nv_fp8_e4m3* x8 = nullptr,
+                   const float* beta, bool mark, __nv_fp8_e4m3* x8 = nullptr,
                    float q8 = 1.f) {
     const BertConfig& c = m_.config;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (opt_.fused) {
-      BiasResidualLayerNormVecKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                       stream_>>>(
-          x_.get(), tmp_.get(), t, c.hidden_size, bias, gamma, beta,
-          c.layer_norm_eps, x8, q8);
+      ZV_CUDA_CHECK(LaunchKernel(
+          Pdl(mark), BiasResidualLayerNormVecKernel, dim3(row_blocks),
+          dim3(32 * kWarpsPerBlock), 0, stream_, x_.get(), tmp_.get(), t,
+          c.hidden_size, bias, gamma, beta, c.layer_norm_eps, x8, q8));
     } else {
       BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
                                     stream_>>>(x_.get(), tmp_.get(), t,
@@ -554,11 +559,12 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   Status Attention(const float* qkv_b, const int* d_off, int b, int max_len,
-                   float scale, bool kv_bias) {
+                   float scale, bool kv_bias, bool mark) {
     const BertConfig& c = m_.config;
-    const cudaError_t err = LaunchAttention(
-        m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b, max_len,
-        c.num_heads, c.hidden_size, scale, ctx_.get(), stream_, kv_bias);
+    const cudaError_t err =
+        LaunchAttention(m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b,
+                        max_len, c.num_heads, c.hidden_size, scale, ctx_.get(),
+                        stream_, kv_bias, Pdl(mark));
     if (err == cudaErrorInvalidValue) {
       return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
@@ -622,8 +628,8 @@ class CudaLaneEncoder : public CudaEncoder {
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
   // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
   std::map<int, unsigned> fp8_shapes_;
-  bool up_cast_ = false;   // ... with the FFN-up output cast by a kernel
-  std::string up_note_;    // why the FFN-up GEMM cannot write e4m3
+  bool up_cast_ = false;  // ... with the FFN-up output cast by a kernel
+  std::string up_note_;   // why the FFN-up GEMM cannot write e4m3
   DeviceBuffer<__nv_fp8_e4m3> x8_, ffn8_;
   GraphCache graphs_;
   std::string graph_note_;  // set when a capture failed: graphs off
