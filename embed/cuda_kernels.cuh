@@ -755,66 +755,48 @@ inline const char* AttentionImplName(AttentionImpl impl) {
   }
 }
 
+// One attention launch's arguments (LaunchAttention's, passed down the
+// tensor-core launchers below).
+struct AttentionArgs {
+  const half* qkv;
+  const float* qkv_bias;
+  const int* offsets;
+  int batch, max_len, heads, h;
+  float scale;
+  half* ctx;
+  cudaStream_t stream;
+  bool kv_bias, pdl;
+};
+
 template <int DH, int W, bool FAST>
-inline cudaError_t LaunchMmaAttention(const half* qkv, const float* qkv_bias,
-                                      const int* offsets, int batch,
-                                      int max_len, int heads, int h,
-                                      float scale, half* ctx,
-                                      cudaStream_t stream, bool kv_bias,
-                                      bool pdl) {
-  const dim3 grid((max_len + 16 * W - 1) / (16 * W), heads, batch);
-  const float q_scale = scale * 1.4426950408889634f;
-  return LaunchKernel(pdl,
-                      kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
-                              : MmaAttentionKernel<DH, W, false, FAST>,
-                      grid, dim3(32 * W), 0, stream, qkv, qkv_bias, offsets, h,
-                      q_scale, ctx);
+inline cudaError_t LaunchMmaAttention(const AttentionArgs& a) {
+  const dim3 grid((a.max_len + 16 * W - 1) / (16 * W), a.heads, a.batch);
+  const float q_scale = a.scale * 1.4426950408889634f;
+  return LaunchKernel(a.pdl,
+                      a.kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
+                                : MmaAttentionKernel<DH, W, false, FAST>,
+                      grid, dim3(32 * W), 0, a.stream, a.qkv, a.qkv_bias,
+                      a.offsets, a.h, q_scale, a.ctx);
 }
 
 template <int DH, bool FAST>
-inline cudaError_t LaunchMmaAttentionDh(const half* qkv, const float* qkv_bias,
-                                        const int* offsets, int batch,
-                                        int max_len, int heads, int h,
-                                        float scale, half* ctx,
-                                        cudaStream_t stream, bool kv_bias,
-                                        bool pdl) {
+inline cudaError_t LaunchMmaAttentionDh(const AttentionArgs& a) {
   // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
-  if (max_len <= 16) {
-    return LaunchMmaAttention<DH, 1, FAST>(qkv, qkv_bias, offsets, batch,
-                                           max_len, heads, h, scale, ctx,
-                                           stream, kv_bias, pdl);
-  } else if (max_len <= 32) {
-    return LaunchMmaAttention<DH, 2, FAST>(qkv, qkv_bias, offsets, batch,
-                                           max_len, heads, h, scale, ctx,
-                                           stream, kv_bias, pdl);
-  } else if (max_len <= 64) {
-    return LaunchMmaAttention<DH, 4, FAST>(qkv, qkv_bias, offsets, batch,
-                                           max_len, heads, h, scale, ctx,
-                                           stream, kv_bias, pdl);
-  }
-  return LaunchMmaAttention<DH, 8, FAST>(qkv, qkv_bias, offsets, batch, max_len,
-                                         heads, h, scale, ctx, stream, kv_bias,
-                                         pdl);
+  if (a.max_len <= 16) return LaunchMmaAttention<DH, 1, FAST>(a);
+  if (a.max_len <= 32) return LaunchMmaAttention<DH, 2, FAST>(a);
+  if (a.max_len <= 64) return LaunchMmaAttention<DH, 4, FAST>(a);
+  return LaunchMmaAttention<DH, 8, FAST>(a);
 }
 
 template <bool FAST>
-inline cudaError_t LaunchMmaAttentionFor(
-    int head_dim, const half* qkv, const float* qkv_bias, const int* offsets,
-    int batch, int max_len, int heads, int h, float scale, half* ctx,
-    cudaStream_t stream, bool kv_bias, bool pdl) {
+inline cudaError_t LaunchMmaAttentionFor(int head_dim, const AttentionArgs& a) {
   switch (head_dim) {
     case 32:
-      return LaunchMmaAttentionDh<32, FAST>(qkv, qkv_bias, offsets, batch,
-                                            max_len, heads, h, scale, ctx,
-                                            stream, kv_bias, pdl);
+      return LaunchMmaAttentionDh<32, FAST>(a);
     case 64:
-      return LaunchMmaAttentionDh<64, FAST>(qkv, qkv_bias, offsets, batch,
-                                            max_len, heads, h, scale, ctx,
-                                            stream, kv_bias, pdl);
+      return LaunchMmaAttentionDh<64, FAST>(a);
     default:
-      return LaunchMmaAttentionDh<128, FAST>(qkv, qkv_bias, offsets, batch,
-                                             max_len, heads, h, scale, ctx,
-                                             stream, kv_bias, pdl);
+      return LaunchMmaAttentionDh<128, FAST>(a);
   }
 }
 
@@ -832,14 +814,11 @@ inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    bool pdl = false) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    if (impl == AttentionImpl::kMma2) {
-      return LaunchMmaAttentionFor<true>(head_dim, qkv, qkv_bias, offsets,
-                                         batch, max_len, heads, h, scale, ctx,
-                                         stream, kv_bias, pdl);
-    }
-    return LaunchMmaAttentionFor<false>(head_dim, qkv, qkv_bias, offsets, batch,
-                                        max_len, heads, h, scale, ctx, stream,
-                                        kv_bias, pdl);
+    const AttentionArgs args{qkv, qkv_bias, offsets, batch,  max_len, heads,
+                             h,   scale,    ctx,     stream, kv_bias, pdl};
+    return impl == AttentionImpl::kMma2
+               ? LaunchMmaAttentionFor<true>(head_dim, args)
+               : LaunchMmaAttentionFor<false>(head_dim, args);
   }
   // Fallback: the fp32 CUDA-core kernel (embed/cuda_kernels.cuh).
   const dim3 grid((max_len + 15) / 16, heads, batch);
