@@ -202,10 +202,6 @@ class CudaLaneEncoder : public CudaEncoder {
     return opt_.small_batch > 0 && seqs <= opt_.small_batch;
   }
   bool Fp8() const { return opt_.precision == CudaPrecision::kFp8; }
-  // Programmatic dependent launch for the kernels that follow a kernel
-  // (LayerNorm, attention, pooling), except in the phase timer's pass, where
-  // an event sits between them.
-  bool Pdl(bool mark) const { return opt_.pdl && !mark; }
   bool GraphsOn() const {
     return opt_.graphs && opt_.max_graphs > 0 && graph_note_.empty();
   }
@@ -343,6 +339,8 @@ class CudaLaneEncoder : public CudaEncoder {
     const int t = in.tokens, h = c.hidden_size;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     ZV_RETURN_IF_ERROR(PlanFp8(t));
+    // No PDL in the phase timer's pass: an event sits between the kernels.
+    pdl_pass_ = opt_.pdl && !mark;
     EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
         in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
         m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get(),
@@ -355,7 +353,7 @@ class CudaLaneEncoder : public CudaEncoder {
                                    : EncodeLayer(l, in, scale, mark));
     }
     ZV_CUDA_CHECK(LaunchKernel(
-        Pdl(mark), PoolNormalizeKernel, dim3(in.seqs), dim3(kPoolThreads), 0,
+        pdl_pass_, PoolNormalizeKernel, dim3(in.seqs), dim3(kPoolThreads), 0,
         stream_, x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows));
     return Mark(mark, kPool);
   }
@@ -373,19 +371,19 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(),
                                  in.offsets, in.seqs, in.max_len, scale,
-                                 /*kv_bias=*/!fused, mark));
+                                 /*kv_bias=*/!fused));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t,
                                  fused ? l.out_b_folded.get() : l.out_b.get(),
-                                 l.ln1_g.get(), l.ln1_b.get(), mark));
+                                 l.ln1_g.get(), l.ln1_b.get()));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUp(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
     ZV_RETURN_IF_ERROR(
         Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
     ZV_RETURN_IF_ERROR(
-        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get(), mark));
+        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get()));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -482,11 +480,11 @@ class CudaLaneEncoder : public CudaEncoder {
                                 qkv_.get(), t, 3 * h, h, stream_));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(Attention(l.q_only_b.get(), in.offsets, in.seqs,
-                                 in.max_len, scale, /*kv_bias=*/false, mark));
+                                 in.max_len, scale, /*kv_bias=*/false));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
-                                 l.ln1_b.get(), mark, x8_.get(), l.ln1_q8));
+                                 l.ln1_b.get(), x8_.get(), l.ln1_q8));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
     ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
@@ -495,8 +493,8 @@ class CudaLaneEncoder : public CudaEncoder {
     // The last layer's output feeds only pooling: no e4m3 copy.
     const bool last = &l == &m_.layers.back();
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
-                                 l.ln2_b.get(), mark,
-                                 last ? nullptr : x8_.get(), l.ln2_q8));
+                                 l.ln2_b.get(), last ? nullptr : x8_.get(),
+                                 l.ln2_q8));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -526,15 +524,15 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   // x_ = LayerNorm(x_ + tmp_ + bias); with x8 (fused path only) also
-  // x8 = e4m3(x_ * q8). mark: the phase timer's pass (no PDL).
+  // x8 = e4m3(x_ * q8).
   Status LayerNorm(int t, const float* bias, const float* gamma,
-                   const float* beta, bool mark, __nv_fp8_e4m3* x8 = nullptr,
+                   const float* beta, __nv_fp8_e4m3* x8 = nullptr,
                    float q8 = 1.f) {
     const BertConfig& c = m_.config;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (opt_.fused) {
       ZV_CUDA_CHECK(LaunchKernel(
-          Pdl(mark), BiasResidualLayerNormVecKernel, dim3(row_blocks),
+          pdl_pass_, BiasResidualLayerNormVecKernel, dim3(row_blocks),
           dim3(32 * kWarpsPerBlock), 0, stream_, x_.get(), tmp_.get(), t,
           c.hidden_size, bias, gamma, beta, c.layer_norm_eps, x8, q8));
     } else {
@@ -559,12 +557,12 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   Status Attention(const float* qkv_b, const int* d_off, int b, int max_len,
-                   float scale, bool kv_bias, bool mark) {
+                   float scale, bool kv_bias) {
     const BertConfig& c = m_.config;
     const cudaError_t err =
         LaunchAttention(m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b,
                         max_len, c.num_heads, c.hidden_size, scale, ctx_.get(),
-                        stream_, kv_bias, Pdl(mark));
+                        stream_, kv_bias, pdl_pass_);
     if (err == cudaErrorInvalidValue) {
       return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
@@ -626,6 +624,9 @@ class CudaLaneEncoder : public CudaEncoder {
   LtFp8Gemm lt8_;
   std::string fp8_note_;   // why a shape ran in fp16 under kFp8
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
+  // The current pass launches LayerNorm, attention and pooling by
+  // programmatic dependent launch (opt_.pdl, not the phase timer's pass).
+  bool pdl_pass_ = false;
   // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
   std::map<int, unsigned> fp8_shapes_;
   bool up_cast_ = false;  // ... with the FFN-up output cast by a kernel
