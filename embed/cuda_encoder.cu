@@ -134,6 +134,7 @@ struct CudaModel::Impl {
   // The pipelined tensor-core kernel unless ZV_CUDA_ATTENTION=mma or =simt
   // (read at Create).
   AttentionImpl attention = AttentionImpl::kMma2;
+  int attention_rows = 128;  // ZV_CUDA_ATTENTION_ROWS (read at Create)
   std::string device_name;
   int ordinal = 0;  // cudaSetDevice before any call: the current device is
                     // per host thread
@@ -262,6 +263,7 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.normalize = ck->normalize;
   m.max_tokens = std::max(max_batch_tokens, c.max_position_embeddings);
   m.attention = kernels::AttentionImplFromEnv();
+  m.attention_rows = kernels::AttentionRowsFromEnv();
   m.ordinal = ordinal;
   m.checkpoint = ck;
   ZV_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -459,6 +461,9 @@ std::string CudaModel::SinkMode() const {
 std::string CudaModel::description() const {
   return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name +
          " cuBLAS, attention=" + kernels::AttentionImplName(impl_->attention) +
+         (impl_->attention_rows == 128
+              ? ""
+              : " rows=" + std::to_string(impl_->attention_rows)) +
          ", sink=" + SinkMode();
 }
 

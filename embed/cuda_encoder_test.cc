@@ -308,6 +308,36 @@ TEST_F(CudaEncoderTest, PipelinedAttentionMatchesPlainKernel) {
   }
 }
 
+// ZV_CUDA_ATTENTION_ROWS: smaller attention blocks give the same vectors
+// (texts from 1 to 600 tokens: sequences split over several blocks, blocks
+// past a short sequence's end).
+TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
+  auto dir = testing::MakeMiniLmRandom();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  std::vector<std::string> texts;
+  for (int n : {1, 5, 14, 30, 50, 70, 120, 200, 600}) {
+    std::string t;
+    for (int w = 0; w < n; ++w)
+      t += " word" + std::to_string((n * 13 + w * 5) % 97) + " and";
+    texts.push_back(t);
+  }
+  auto base = Make(*dir, DevicePreference::kCuda);
+  ASSERT_TRUE(base);
+  EXPECT_EQ(base->device_description().find(" rows="), std::string::npos);
+  for (const char* rows : {"64", "32", "16"}) {
+    ASSERT_EQ(setenv("ZV_CUDA_ATTENTION_ROWS", rows, 1), 0);
+    auto small = Make(*dir, DevicePreference::kCuda);
+    unsetenv("ZV_CUDA_ATTENTION_ROWS");
+    ASSERT_TRUE(small);
+    EXPECT_NE(small->device_description().find(std::string(" rows=") + rows),
+              std::string::npos)
+        << small->device_description();
+    const double c = MinCosine(*small, *base, texts);
+    std::printf("rows %s: min cosine against 128 %.7f\n", rows, c);
+    EXPECT_GE(c, 0.9999) << rows;
+  }
+}
+
 // Embeds into a segment in `parent` and returns the sink mode the device
 // reports.
 std::string SinkRoundTrip(Embedder& emb, const fs::path& parent) {

@@ -11,10 +11,12 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace zv::embed::kernels {
 
@@ -744,6 +746,19 @@ inline AttentionImpl AttentionImplFromEnv() {
   return AttentionImpl::kMma2;
 }
 
+// Query rows a tensor-core attention block covers at most (16 a warp):
+// ZV_CUDA_ATTENTION_ROWS=16, 32, 64 or 128 (the default). Smaller blocks leave
+// fewer idle warps on sequences shorter than the batch's longest (each block
+// loads the sequence's K and V itself, so more blocks read them again).
+inline int AttentionRowsFromEnv() {
+  const char* e = std::getenv("ZV_CUDA_ATTENTION_ROWS");
+  if (e == nullptr) return 128;
+  for (int rows : {16, 32, 64}) {
+    if (std::strcmp(e, std::to_string(rows).c_str()) == 0) return rows;
+  }
+  return 128;
+}
+
 inline const char* AttentionImplName(AttentionImpl impl) {
   switch (impl) {
     case AttentionImpl::kSimt:
@@ -762,6 +777,7 @@ struct AttentionArgs {
   const float* qkv_bias;
   const int* offsets;
   int batch, max_len, heads, h;
+  int max_rows;  // query rows a block covers at most (AttentionRowsFromEnv)
   float scale;
   half* ctx;
   cudaStream_t stream;
@@ -781,10 +797,12 @@ inline cudaError_t LaunchMmaAttention(const AttentionArgs& a) {
 
 template <int DH, bool FAST>
 inline cudaError_t LaunchMmaAttentionDh(const AttentionArgs& a) {
-  // One block covers the longest sequence up to 128 tokens; 8 warps beyond.
-  if (a.max_len <= 16) return LaunchMmaAttention<DH, 1, FAST>(a);
-  if (a.max_len <= 32) return LaunchMmaAttention<DH, 2, FAST>(a);
-  if (a.max_len <= 64) return LaunchMmaAttention<DH, 4, FAST>(a);
+  // One block covers the longest sequence up to max_rows tokens; max_rows / 16
+  // warps beyond.
+  const int rows = std::min(a.max_len, a.max_rows);
+  if (rows <= 16) return LaunchMmaAttention<DH, 1, FAST>(a);
+  if (rows <= 32) return LaunchMmaAttention<DH, 2, FAST>(a);
+  if (rows <= 64) return LaunchMmaAttention<DH, 4, FAST>(a);
   return LaunchMmaAttention<DH, 8, FAST>(a);
 }
 
@@ -805,17 +823,19 @@ inline cudaError_t LaunchMmaAttentionFor(int head_dim, const AttentionArgs& a) {
 // launch's error. kv_bias false: the K and V parts of qkv_bias must be zeros
 // (the tensor-core kernel then skips them; the fp32 one adds the zeros).
 // pdl: the tensor-core kernels by programmatic dependent launch (LaunchKernel;
-// the fp32 kernel ignores it).
+// the fp32 kernel ignores it); max_rows: AttentionRowsFromEnv's (tensor-core
+// kernels only).
 inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const half* qkv, const float* qkv_bias,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
                                    cudaStream_t stream, bool kv_bias = true,
-                                   bool pdl = false) {
+                                   bool pdl = false, int max_rows = 128) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    const AttentionArgs args{qkv, qkv_bias, offsets, batch,  max_len, heads,
-                             h,   scale,    ctx,     stream, kv_bias, pdl};
+    const AttentionArgs args{qkv, qkv_bias, offsets, batch,  max_len,
+                             heads, h,  max_rows, scale,   ctx,
+                             stream, kv_bias, pdl};
     return impl == AttentionImpl::kMma2
                ? LaunchMmaAttentionFor<true>(head_dim, args)
                : LaunchMmaAttentionFor<false>(head_dim, args);

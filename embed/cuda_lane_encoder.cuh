@@ -562,7 +562,7 @@ class CudaLaneEncoder : public CudaEncoder {
     const cudaError_t err =
         LaunchAttention(m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b,
                         max_len, c.num_heads, c.hidden_size, scale, ctx_.get(),
-                        stream_, kv_bias, pdl_pass_);
+                        stream_, kv_bias, pdl_pass_, m_.attention_rows);
     if (err == cudaErrorInvalidValue) {
       return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
