@@ -833,9 +833,9 @@ inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    bool pdl = false, int max_rows = 128) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    const AttentionArgs args{qkv, qkv_bias, offsets, batch,  max_len,
-                             heads, h,  max_rows, scale,   ctx,
-                             stream, kv_bias, pdl};
+    const AttentionArgs args{qkv,    qkv_bias, offsets,  batch, max_len,
+                             heads,  h,        max_rows, scale, ctx,
+                             stream, kv_bias,  pdl};
     return impl == AttentionImpl::kMma2
                ? LaunchMmaAttentionFor<true>(head_dim, args)
                : LaunchMmaAttentionFor<false>(head_dim, args);
