@@ -134,7 +134,9 @@ struct CudaModel::Impl {
   // The pipelined tensor-core kernel unless ZV_CUDA_ATTENTION=mma or =simt
   // (read at Create).
   AttentionImpl attention = AttentionImpl::kMma2;
-  int attention_rows = 128;  // ZV_CUDA_ATTENTION_ROWS (read at Create)
+  // ZV_CUDA_ATTENTION_ROWS, 0 = per batch (kernels::AttentionRows; read at
+  // Create).
+  int attention_rows = 0;
   std::string device_name;
   int ordinal = 0;  // cudaSetDevice before any call: the current device is
                     // per host thread
@@ -352,9 +354,6 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
   read("ZV_CUDA_GRAPHS", &graphs);
   read("ZV_CUDA_SMALL_BATCH", &o.small_batch);
   read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
-  int pdl = o.pdl ? 1 : 0;
-  read("ZV_CUDA_PDL", &pdl);
-  o.pdl = pdl != 0;
   o.fused = fused != 0;
   o.graphs = graphs != 0;
   if (const char* e = std::getenv("ZV_CUDA_PRECISION"); e && *e) {
@@ -374,7 +373,7 @@ std::string CudaEncoderOptions::ToString() const {
                   (precision == CudaPrecision::kFp8 && fp8_fast_accum
                        ? " (fast accumulation)"
                        : "") +
-                  (fused ? ", fused" : ", unfused") + (pdl ? ", PDL" : "");
+                  (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);
   if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";
@@ -461,7 +460,7 @@ std::string CudaModel::SinkMode() const {
 std::string CudaModel::description() const {
   return "cuda:" + std::to_string(impl_->ordinal) + " " + impl_->device_name +
          " cuBLAS, attention=" + kernels::AttentionImplName(impl_->attention) +
-         (impl_->attention_rows == 128
+         (impl_->attention_rows == 0
               ? ""
               : " rows=" + std::to_string(impl_->attention_rows)) +
          ", sink=" + SinkMode();

@@ -51,12 +51,6 @@ struct CudaEncoderOptions {
   // Graphs kept per encoder; the least recently used is dropped beyond this.
   int max_graphs = 48;
   CudaPrecision precision = CudaPrecision::kFp16;
-  // Programmatic dependent launch (Hopper) of the kernels that follow a GEMM
-  // or another kernel (LayerNorm, attention, pooling): each may be scheduled
-  // while its predecessor finishes, and waits on the device for its results
-  // (griddepcontrol.wait), not on the host's launch order. Opt-in until a
-  // device run has timed it beside the default.
-  bool pdl = false;
   // kFp8 only: cuBLASLt's FP8 fast accumulation (no periodic promotion of the
   // tensor cores' partial sums to fp32).
   bool fp8_fast_accum = false;
@@ -64,7 +58,7 @@ struct CudaEncoderOptions {
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
   // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8
   // (an unknown value is ignored with a warning on stderr),
-  // ZV_CUDA_FP8_FAST_ACCUM=1, ZV_CUDA_PDL=1.
+  // ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
   // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;

@@ -308,14 +308,15 @@ TEST_F(CudaEncoderTest, PipelinedAttentionMatchesPlainKernel) {
   }
 }
 
-// ZV_CUDA_ATTENTION_ROWS: smaller attention blocks give the same vectors
+// ZV_CUDA_ATTENTION_ROWS: every fixed block size gives the default's vectors
 // (texts from 1 to 600 tokens: sequences split over several blocks, blocks
-// past a short sequence's end).
+// past a short sequence's end; batches of short and of long texts, so the
+// default picks each size it has).
 TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
   auto dir = testing::MakeMiniLmRandom();
   ASSERT_TRUE(dir.ok()) << dir.status();
   std::vector<std::string> texts;
-  for (int n : {1, 5, 14, 30, 50, 70, 120, 200, 600}) {
+  for (int n : {1, 5, 14, 30, 50, 70, 120, 200, 600, 150, 250, 400}) {
     std::string t;
     for (int w = 0; w < n; ++w)
       t += " word" + std::to_string((n * 13 + w * 5) % 97) + " and";
@@ -324,7 +325,7 @@ TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
   auto base = Make(*dir, DevicePreference::kCuda);
   ASSERT_TRUE(base);
   EXPECT_EQ(base->device_description().find(" rows="), std::string::npos);
-  for (const char* rows : {"64", "32", "16"}) {
+  for (const char* rows : {"128", "64", "32", "16"}) {
     ASSERT_EQ(setenv("ZV_CUDA_ATTENTION_ROWS", rows, 1), 0);
     auto small = Make(*dir, DevicePreference::kCuda);
     unsetenv("ZV_CUDA_ATTENTION_ROWS");
@@ -333,7 +334,7 @@ TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
               std::string::npos)
         << small->device_description();
     const double c = MinCosine(*small, *base, texts);
-    std::printf("rows %s: min cosine against 128 %.7f\n", rows, c);
+    std::printf("rows %s: min cosine against the default %.7f\n", rows, c);
     EXPECT_GE(c, 0.9999) << rows;
   }
 }
@@ -585,44 +586,6 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
   EXPECT_EQ(fused->description().find("cublasLt GELU epilogue:"),
             std::string::npos)
       << fused->description();
-}
-
-// Programmatic dependent launch changes when kernels start, not what they
-// compute: direct passes and graph replays give the default's rows bit for
-// bit (a kernel reading before its predecessor's writes landed would not).
-TEST_F(CudaEncoderLeversTest, PdlMatchesDefault) {
-  CudaEncoderOptions pdl_opt;
-  pdl_opt.pdl = true;
-  auto pdl = New(pdl_opt);
-  auto plain = New(CudaEncoderOptions{});
-  ASSERT_TRUE(pdl && plain);
-  std::printf("pdl: %s\n", pdl->description().c_str());
-  pdl->SetTimer(CudaTimer::kTotal);
-  int replays = 0;
-  for (int round = 0; round < 3; ++round) {
-    for (const std::vector<int>& lens : {std::vector<int>{1},
-                                         {9},
-                                         {64, 3, 17},
-                                         {512, 200, 2, 130},
-                                         std::vector<int>(40, 50),
-                                         std::vector<int>(150, 90)}) {
-      const TokenBatch b = RandomBatch(lens, vocab_, lens.size() + round);
-      const auto rows = EncodeRows(*pdl, b, dim_);
-      replays += pdl->LastTimings().graph;
-      const double diff = MaxAbsDiff(rows, EncodeRows(*plain, b, dim_));
-      EXPECT_EQ(diff, 0.0) << lens.size() << " sequences, round " << round;
-    }
-  }
-  EXPECT_GE(replays, 6);  // rounds 2 and 3 replay the small batches' graphs
-  const std::string d = pdl->description();
-  EXPECT_NE(d.find(", PDL"), std::string::npos) << d;
-  EXPECT_EQ(d.find("graphs off"), std::string::npos) << d;
-  // The phase timer's pass (no PDL between its events) still adds up.
-  pdl->SetTimer(CudaTimer::kPhases);
-  const TokenBatch b = RandomBatch(std::vector<int>(64, 100), vocab_, 5);
-  EXPECT_EQ(MaxAbsDiff(EncodeRows(*pdl, b, dim_), EncodeRows(*plain, b, dim_)),
-            0.0);
-  EXPECT_EQ(pdl->LastTimings().phases_ms.size(), 7u);
 }
 
 // The FP8 path against fp16 on batches from 1 to 40 sequences (no shape may

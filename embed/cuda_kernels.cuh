@@ -24,41 +24,6 @@ namespace zv::embed::kernels {
 inline constexpr int kMaxHidden = 1024;
 inline constexpr int kLnPerLane = kMaxHidden / 32;
 
-// Programmatic dependent launch (Hopper): a kernel launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization (LaunchKernel, pdl) may
-// start while the kernel before it in the stream is finishing, and must wait
-// here for that kernel's writes before it reads anything. Launched without
-// the attribute, it returns at once.
-__device__ __forceinline__ void WaitForPriorKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// kernel<<<grid, block, smem, stream>>>(args...), or the same through
-// cudaLaunchKernelEx with programmatic stream serialization when pdl (the
-// kernel must call WaitForPriorKernel first). Returns the launch's error.
-template <typename... Params, typename... Args>
-inline cudaError_t LaunchKernel(bool pdl, void (*kernel)(Params...), dim3 grid,
-                                dim3 block, size_t smem, cudaStream_t stream,
-                                Args... args) {
-  if (!pdl) {
-    kernel<<<grid, block, smem, stream>>>(static_cast<Params>(args)...);
-    return cudaGetLastError();
-  }
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -149,7 +114,6 @@ __global__ void BiasResidualLayerNormVecKernel(
     half* x, const half* y, int tokens, int h, const float* bias,
     const float* gamma, const float* beta, float eps,
     __nv_fp8_e4m3* x8 = nullptr, float q8 = 1.f) {
-  WaitForPriorKernel();
   constexpr int kPairs = kMaxHidden / 64;
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= tokens) return;
@@ -346,7 +310,6 @@ constexpr int kPoolThreads = 256;
 __global__ void __launch_bounds__(kPoolThreads)
     PoolNormalizeKernel(const half* x, const int* offsets, int h, int cls,
                         int normalize, float* const* out_rows) {
-  WaitForPriorKernel();
   constexpr int kPer = kMaxHidden / kPoolThreads;
   __shared__ float partial[kPoolThreads / 32];
   const int seq = blockIdx.x, start = offsets[seq];
@@ -508,7 +471,6 @@ __global__ void __launch_bounds__(W * 32)
                        const float* __restrict__ qkv_bias,
                        const int* __restrict__ offsets, int h, float q_scale,
                        half* __restrict__ ctx) {
-  WaitForPriorKernel();
   constexpr int kThreads = W * 32;
   constexpr int kQ = 16 * W;               // query rows per block
   constexpr int kKeys = W >= 4 ? 64 : 32;  // keys per shared-memory chunk
@@ -746,17 +708,29 @@ inline AttentionImpl AttentionImplFromEnv() {
   return AttentionImpl::kMma2;
 }
 
-// Query rows a tensor-core attention block covers at most (16 a warp):
-// ZV_CUDA_ATTENTION_ROWS=16, 32, 64 or 128 (the default). Smaller blocks leave
-// fewer idle warps on sequences shorter than the batch's longest (each block
-// loads the sequence's K and V itself, so more blocks read them again).
+// Query rows a tensor-core attention block covers at most (16 a warp).
+// ZV_CUDA_ATTENTION_ROWS=16, 32, 64 or 128 fixes it; otherwise (0, the
+// default) AttentionRows picks per batch.
 inline int AttentionRowsFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION_ROWS");
-  if (e == nullptr) return 128;
-  for (int rows : {16, 32, 64}) {
+  if (e == nullptr) return 0;
+  for (int rows : {16, 32, 64, 128}) {
     if (std::strcmp(e, std::to_string(rows).c_str()) == 0) return rows;
   }
-  return 128;
+  return 0;
+}
+
+// The rows a block covers for a batch of `seqs` sequences and `tokens` tokens
+// under `setting` (AttentionRowsFromEnv). Automatic: 32 rows while the mean
+// sequence is at most 128 tokens, else 128. A 128-row block over a sequence
+// of ~65 tokens leaves half its warps idle, and at 119 registers a thread
+// (head_dim 32) only two such blocks fit an SM; 32-row blocks made MiniLM's
+// medium x4096 pass 8.6 % faster (attention 4.9 -> 3.0 ms) and bge-base's
+// 3.8 %, but long texts (mean 244 tokens) 6 % / 3 % slower, each block
+// reading the sequence's K and V again (bench/RESULTS.md, 2026-12-07 17:25).
+inline int AttentionRows(int setting, int tokens, int seqs) {
+  if (setting > 0) return setting;
+  return tokens <= 128 * seqs ? 32 : 128;
 }
 
 inline const char* AttentionImplName(AttentionImpl impl) {
@@ -777,22 +751,22 @@ struct AttentionArgs {
   const float* qkv_bias;
   const int* offsets;
   int batch, max_len, heads, h;
-  int max_rows;  // query rows a block covers at most (AttentionRowsFromEnv)
+  int max_rows;  // query rows a block covers at most (AttentionRows)
   float scale;
   half* ctx;
   cudaStream_t stream;
-  bool kv_bias, pdl;
+  bool kv_bias;
 };
 
 template <int DH, int W, bool FAST>
 inline cudaError_t LaunchMmaAttention(const AttentionArgs& a) {
   const dim3 grid((a.max_len + 16 * W - 1) / (16 * W), a.heads, a.batch);
   const float q_scale = a.scale * 1.4426950408889634f;
-  return LaunchKernel(a.pdl,
-                      a.kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
-                                : MmaAttentionKernel<DH, W, false, FAST>,
-                      grid, dim3(32 * W), 0, a.stream, a.qkv, a.qkv_bias,
-                      a.offsets, a.h, q_scale, a.ctx);
+  auto* kernel = a.kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
+                           : MmaAttentionKernel<DH, W, false, FAST>;
+  kernel<<<grid, 32 * W, 0, a.stream>>>(a.qkv, a.qkv_bias, a.offsets, a.h,
+                                        q_scale, a.ctx);
+  return cudaGetLastError();
 }
 
 template <int DH, bool FAST>
@@ -822,20 +796,17 @@ inline cudaError_t LaunchMmaAttentionFor(int head_dim, const AttentionArgs& a) {
 // batch. Returns cudaErrorInvalidValue for an unsupported head_dim, else the
 // launch's error. kv_bias false: the K and V parts of qkv_bias must be zeros
 // (the tensor-core kernel then skips them; the fp32 one adds the zeros).
-// pdl: the tensor-core kernels by programmatic dependent launch (LaunchKernel;
-// the fp32 kernel ignores it); max_rows: AttentionRowsFromEnv's (tensor-core
-// kernels only).
+// max_rows: AttentionRows' (the tensor-core kernels only).
 inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const half* qkv, const float* qkv_bias,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
                                    cudaStream_t stream, bool kv_bias = true,
-                                   bool pdl = false, int max_rows = 128) {
+                                   int max_rows = 128) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    const AttentionArgs args{qkv,    qkv_bias, offsets,  batch, max_len,
-                             heads,  h,        max_rows, scale, ctx,
-                             stream, kv_bias,  pdl};
+    const AttentionArgs args{qkv, qkv_bias, offsets, batch, max_len, heads,
+                             h,   max_rows, scale,   ctx,   stream,  kv_bias};
     return impl == AttentionImpl::kMma2
                ? LaunchMmaAttentionFor<true>(head_dim, args)
                : LaunchMmaAttentionFor<false>(head_dim, args);

@@ -33,6 +33,7 @@ using cuda::GraphCache;
 using cuda::LtFp8Gemm;
 using cuda::LtGeluGemm;
 using cuda::PinnedBuffer;
+using kernels::AttentionRows;
 using kernels::BiasGeluKernel;
 using kernels::BiasResidualLayerNormKernel;
 using kernels::BiasResidualLayerNormVecKernel;
@@ -40,7 +41,6 @@ using kernels::CastE4m3Kernel;
 using kernels::EmbedLayerNormKernel;
 using kernels::kPoolThreads;
 using kernels::LaunchAttention;
-using kernels::LaunchKernel;
 using kernels::PoolNormalizeKernel;
 
 // The phases the timer reports (CudaTimings::phases_ms), in pass order.
@@ -339,8 +339,6 @@ class CudaLaneEncoder : public CudaEncoder {
     const int t = in.tokens, h = c.hidden_size;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     ZV_RETURN_IF_ERROR(PlanFp8(t));
-    // No PDL in the phase timer's pass: an event sits between the kernels.
-    pdl_pass_ = opt_.pdl && !mark;
     EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
         in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
         m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get(),
@@ -352,9 +350,9 @@ class CudaLaneEncoder : public CudaEncoder {
       ZV_RETURN_IF_ERROR(fp8_pass_ ? EncodeLayerFp8(l, in, scale, mark)
                                    : EncodeLayer(l, in, scale, mark));
     }
-    ZV_CUDA_CHECK(LaunchKernel(
-        pdl_pass_, PoolNormalizeKernel, dim3(in.seqs), dim3(kPoolThreads), 0,
-        stream_, x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows));
+    PoolNormalizeKernel<<<in.seqs, kPoolThreads, 0, stream_>>>(
+        x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
+    ZV_CUDA_CHECK(cudaGetLastError());
     return Mark(mark, kPool);
   }
 
@@ -369,9 +367,8 @@ class CudaLaneEncoder : public CudaEncoder {
     const bool fused = opt_.fused;
     ZV_RETURN_IF_ERROR(Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
-    ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(),
-                                 in.offsets, in.seqs, in.max_len, scale,
-                                 /*kv_bias=*/!fused));
+    ZV_RETURN_IF_ERROR(Attention(fused ? l.q_only_b.get() : l.qkv_b.get(), in,
+                                 scale, /*kv_bias=*/!fused));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t,
@@ -479,8 +476,8 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(lt8_.Run(x8_.get(), s + kQkvX, l.qkv_w8.get(), s + kQkvW,
                                 qkv_.get(), t, 3 * h, h, stream_));
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
-    ZV_RETURN_IF_ERROR(Attention(l.q_only_b.get(), in.offsets, in.seqs,
-                                 in.max_len, scale, /*kv_bias=*/false));
+    ZV_RETURN_IF_ERROR(
+        Attention(l.q_only_b.get(), in, scale, /*kv_bias=*/false));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
     ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
@@ -531,10 +528,10 @@ class CudaLaneEncoder : public CudaEncoder {
     const BertConfig& c = m_.config;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (opt_.fused) {
-      ZV_CUDA_CHECK(LaunchKernel(
-          pdl_pass_, BiasResidualLayerNormVecKernel, dim3(row_blocks),
-          dim3(32 * kWarpsPerBlock), 0, stream_, x_.get(), tmp_.get(), t,
-          c.hidden_size, bias, gamma, beta, c.layer_norm_eps, x8, q8));
+      BiasResidualLayerNormVecKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
+                                       stream_>>>(
+          x_.get(), tmp_.get(), t, c.hidden_size, bias, gamma, beta,
+          c.layer_norm_eps, x8, q8);
     } else {
       BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
                                     stream_>>>(x_.get(), tmp_.get(), t,
@@ -556,13 +553,13 @@ class CudaLaneEncoder : public CudaEncoder {
     return OkStatus();
   }
 
-  Status Attention(const float* qkv_b, const int* d_off, int b, int max_len,
-                   float scale, bool kv_bias) {
+  Status Attention(const float* qkv_b, const StagedInputs& in, float scale,
+                   bool kv_bias) {
     const BertConfig& c = m_.config;
-    const cudaError_t err =
-        LaunchAttention(m_.attention, c.head_dim(), qkv_.get(), qkv_b, d_off, b,
-                        max_len, c.num_heads, c.hidden_size, scale, ctx_.get(),
-                        stream_, kv_bias, pdl_pass_, m_.attention_rows);
+    const cudaError_t err = LaunchAttention(
+        m_.attention, c.head_dim(), qkv_.get(), qkv_b, in.offsets, in.seqs,
+        in.max_len, c.num_heads, c.hidden_size, scale, ctx_.get(), stream_,
+        kv_bias, AttentionRows(m_.attention_rows, in.tokens, in.seqs));
     if (err == cudaErrorInvalidValue) {
       return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
@@ -624,9 +621,6 @@ class CudaLaneEncoder : public CudaEncoder {
   LtFp8Gemm lt8_;
   std::string fp8_note_;   // why a shape ran in fp16 under kFp8
   bool fp8_pass_ = false;  // the current pass runs the FP8 GEMMs
-  // The current pass launches LayerNorm, attention and pooling by
-  // programmatic dependent launch (opt_.pdl, not the phase timer's pass).
-  bool pdl_pass_ = false;
   // PlanFp8's verdict per token count: bit 0 fp8_pass_, bit 1 up_cast_.
   std::map<int, unsigned> fp8_shapes_;
   bool up_cast_ = false;  // ... with the FFN-up output cast by a kernel

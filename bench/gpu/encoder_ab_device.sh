@@ -6,7 +6,7 @@
 #   Here:   tools/bundle.sh --cuda --no-python --out dist/zv-ab \
 #             //embed:cuda_encoder_test //bench/gpu:gpu_embed_bench
 #           mkdir -p .device-ab && cp dist/zv-ab.tar.xz .device-ab/
-#   There:  ZV_BUNDLE=.device-ab/zv-ab.tar.xz AB_VAR=ZV_CUDA_PDL AB_VALUES="1 0" \
+#   There:  ZV_BUNDLE=.device-ab/zv-ab.tar.xz AB_VAR=ZV_CUDA_ATTENTION_ROWS AB_VALUES="0 128" \
 #             bash bench/gpu/encoder_ab_device.sh          (carry .device-ab)
 #   AB_TESTS: cuda_encoder_test's filter (default all); MINILM_BATCHES
 #   (default 1,32,256,4096); BGE_BATCHES (default 1,32,4096; "none" skips
