@@ -9,10 +9,16 @@ describes:
       --texts tools/model/work/l6/texts.tsv.xz
 With --manpages tests/data/manpages/eval.jsonl instead of --texts: which man-page questions
 dense and BM25 each find (train.py's scoring), and the ones only BM25 finds.
+With --coverage FILE... (the training text: texts.tsv.xz, mlm_texts.tsv.xz, vocab_corpus.txt.xz,
+pairs.tsv.xz) also: recall split by how often the query's lemma occurs in that text (for a
+synset, its best-covered lemma; for a lemma of several words, its rarest word).
 """
 import argparse
+import collections
 import json
+import lzma
 import os
+import re
 import sys
 import time
 
@@ -64,6 +70,38 @@ def manpage_breakdown(embed, path, passage_row):
             "bm25_hit@10": counts["both"] + counts["bm25_only"], **counts, "bm25_only_questions": bm25_only}
 
 
+WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
+
+
+def word_counts(paths, wanted):
+    """Occurrences of the words in `wanted` in the files (xz or plain text, lower-cased)."""
+    counts = collections.Counter()
+    for path in paths:
+        opener = lzma.open if path.endswith(".xz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                counts.update(w for w in WORD.findall(line.lower()) if w in wanted)
+    return counts
+
+
+def coverage_split(held, hit, paths):
+    """Recall@10 by how often the query's lemma occurs in the training text."""
+    lemmas = [[WORD.findall(x.lower()) for x in h["doc"].split(",")] for h in held]
+    wanted = {w for ls in lemmas for l in ls for w in l}
+    counts = word_counts(paths, wanted)
+    buckets = [(0, 0), (1, 9), (10, 99), (100, 999), (1000, None)]
+    out = {}
+    for lo, hi in buckets:
+        sel = []
+        for ls, ok in zip(lemmas, hit):
+            c = max((min(counts[w] for w in l) for l in ls if l), default=0)
+            if c >= lo and (hi is None or c <= hi):
+                sel.append(ok)
+        name = "occurs_%d%s" % (lo, "+" if hi is None else "" if hi == lo else "-%d" % hi)
+        out[name] = {"queries": len(sel), "recall@10": round(sum(sel) / max(1, len(sel)), 4)}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True, help="exported folder (config.json, model.safetensors, vocab.txt)")
@@ -71,6 +109,7 @@ def main():
     ap.add_argument("--manpages", help="instead: the man-page set (tests/data/manpages/eval.jsonl), dense against BM25")
     ap.add_argument("--heldout", default=os.path.join(REPO, "tests", "data", "heldout_gloss_lemma.jsonl"))
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--coverage", nargs="+", help="training text files: recall by lemma frequency in them")
     args = ap.parse_args()
     if not args.texts and not args.manpages:
         ap.error("--texts (held-out breakdown) or --manpages is needed")
@@ -106,6 +145,8 @@ def main():
     for name, want in (("lemma_is_dictionary_headword", True), ("lemma_not_dictionary_headword", False)):
         sel = [h for h, c in zip(hit, covered) if c == want]
         out[name] = {"queries": len(sel), "recall@10": round(sum(sel) / max(1, len(sel)), 4)}
+    if args.coverage:
+        out["by_lemma_frequency_in_training_text"] = coverage_split(held, hit, args.coverage)
     print(json.dumps(out, indent=1))
 
 
