@@ -15,8 +15,12 @@
 #                          most of it idle), for an A/B comparison under the same conditions:
 #                          A_ARGS and B_ARGS are extra train.py flags for each (the last of a
 #                          repeated flag wins), e.g. A_ARGS="--vocab-size 16384"
-#                          B_ARGS="--vocab-size 32768"; exports models/zerovec-l6-a and -b,
-#                          results in tools/model/results/pair-a and pair-b
+#                          B_ARGS="--vocab-size 32768"; brings back the results only
+#                          (tools/model/results/pair-a and pair-b): two models can exceed what
+#                          a call returns (~64 MB; 16k + 32k vocabularies are 82 MB). Each side
+#                          trains at about half the rate of a lone run, so give contrastive
+#                          training its share: MLM_SHARE=0.7 with WALL=500 left ~80 s after the
+#                          MLM, most of it torch.compile, and 2 / 48 steps (2026-12-07)
 # VOCAB (default 8192): the word-piece vocabulary a fresh run trains.
 # Each call ends by WALL seconds (default 560) after it starts: contrastive training stops
 # early enough for export, evaluation and packing (train.py --stop-at). The model and the
@@ -155,7 +159,7 @@ pair)
     grep -E "vocab|mlm \{|trained|SUMMARY" "$R/pair-$SIDE/train-l6-pair.log" | cut -c1-400
     tail -2 "$R/pair-$SIDE/train-l6-pair.log" | cut -c1-300
   done
-  pack "$CKPT-a" "$CKPT-b" "$R/pair-a" "$R/pair-b" "$R"/smoke-l6-fresh.log "$R"/device-l6.txt
+  pack "$R/pair-a" "$R/pair-b" "$R"/smoke-l6-fresh.log "$R"/device-l6.txt
   ;;
 *)
   echo "usage: $0 smoke | full [MLM_MIN] [CON_MIN] | resume [CON_MIN] | pair [MLM_MIN] [CON_MIN]"
