@@ -137,6 +137,7 @@ struct CudaModel::Impl {
   // ZV_CUDA_ATTENTION_ROWS, 0 = per batch (kernels::AttentionRows; read at
   // Create).
   int attention_rows = 0;
+  int attention_blocks = 1;  // ZV_CUDA_ATTENTION_BLOCKS (read at Create)
   std::string device_name;
   int ordinal = 0;  // cudaSetDevice before any call: the current device is
                     // per host thread
@@ -266,6 +267,7 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.max_tokens = std::max(max_batch_tokens, c.max_position_embeddings);
   m.attention = kernels::AttentionImplFromEnv();
   m.attention_rows = kernels::AttentionRowsFromEnv();
+  m.attention_blocks = kernels::AttentionBlocksFromEnv();
   m.ordinal = ordinal;
   m.checkpoint = ck;
   ZV_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -463,6 +465,9 @@ std::string CudaModel::description() const {
          (impl_->attention_rows == 0
               ? ""
               : " rows=" + std::to_string(impl_->attention_rows)) +
+         (impl_->attention_blocks == 1
+              ? ""
+              : " blocks=" + std::to_string(impl_->attention_blocks)) +
          ", sink=" + SinkMode();
 }
 

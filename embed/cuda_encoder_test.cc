@@ -337,6 +337,17 @@ TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
     std::printf("rows %s: min cosine against the default %.7f\n", rows, c);
     EXPECT_GE(c, 0.9999) << rows;
   }
+  // ZV_CUDA_ATTENTION_BLOCKS=3 (head_dim 32: this model's) computes the same
+  // rows with fewer registers.
+  ASSERT_EQ(setenv("ZV_CUDA_ATTENTION_BLOCKS", "3", 1), 0);
+  auto three = Make(*dir, DevicePreference::kCuda);
+  unsetenv("ZV_CUDA_ATTENTION_BLOCKS");
+  ASSERT_TRUE(three);
+  EXPECT_NE(three->device_description().find(" blocks=3"), std::string::npos)
+      << three->device_description();
+  const double c3 = MinCosine(*three, *base, texts);
+  std::printf("3 blocks an SM: min cosine against the default %.7f\n", c3);
+  EXPECT_GE(c3, 0.9999);
 }
 
 // Embeds into a segment in `parent` and returns the sink mode the device

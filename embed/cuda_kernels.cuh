@@ -465,8 +465,10 @@ __device__ __forceinline__ uint4 BiasScale8(const half* src,
 // 64 exps against 32 MMAs a warp and chunk), and, without K/V bias at
 // head_dim <= 64, K/V chunks double-buffered by cp.async so the next chunk's
 // loads overlap this chunk's math.
-template <int DH, int W, bool KV_BIAS, bool FAST>
-__global__ void __launch_bounds__(W * 32)
+// MIN_BLOCKS: blocks an SM must hold (__launch_bounds__; ptxas caps the
+// registers to fit, spilling if it must).
+template <int DH, int W, bool KV_BIAS, bool FAST, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(W * 32, MIN_BLOCKS)
     MmaAttentionKernel(const half* __restrict__ qkv,
                        const float* __restrict__ qkv_bias,
                        const int* __restrict__ offsets, int h, float q_scale,
@@ -708,6 +710,16 @@ inline AttentionImpl AttentionImplFromEnv() {
   return AttentionImpl::kMma2;
 }
 
+// ZV_CUDA_ATTENTION_BLOCKS=3: 128-row blocks at head_dim 32 compiled to fit 3
+// to an SM (80 registers a thread, 8 bytes spilled, against 119 registers and
+// 2 blocks by default), for long texts, where such blocks are the default and
+// attention is ~29 % of MiniLM's pass. Opt-in and not yet timed on a GPU;
+// other values, and other head dims (64: 320 bytes spilled), run the default.
+inline int AttentionBlocksFromEnv() {
+  const char* e = std::getenv("ZV_CUDA_ATTENTION_BLOCKS");
+  return e != nullptr && std::strcmp(e, "3") == 0 ? 3 : 1;
+}
+
 // Query rows a tensor-core attention block covers at most (16 a warp).
 // ZV_CUDA_ATTENTION_ROWS=16, 32, 64 or 128 fixes it; otherwise (0, the
 // default) AttentionRows picks per batch.
@@ -751,19 +763,20 @@ struct AttentionArgs {
   const float* qkv_bias;
   const int* offsets;
   int batch, max_len, heads, h;
-  int max_rows;  // query rows a block covers at most (AttentionRows)
+  int max_rows;    // query rows a block covers at most (AttentionRows)
+  int min_blocks;  // AttentionBlocksFromEnv's
   float scale;
   half* ctx;
   cudaStream_t stream;
   bool kv_bias;
 };
 
-template <int DH, int W, bool FAST>
+template <int DH, int W, bool FAST, int MIN_BLOCKS = 1>
 inline cudaError_t LaunchMmaAttention(const AttentionArgs& a) {
   const dim3 grid((a.max_len + 16 * W - 1) / (16 * W), a.heads, a.batch);
   const float q_scale = a.scale * 1.4426950408889634f;
-  auto* kernel = a.kv_bias ? MmaAttentionKernel<DH, W, true, FAST>
-                           : MmaAttentionKernel<DH, W, false, FAST>;
+  auto* kernel = a.kv_bias ? MmaAttentionKernel<DH, W, true, FAST, MIN_BLOCKS>
+                           : MmaAttentionKernel<DH, W, false, FAST, MIN_BLOCKS>;
   kernel<<<grid, 32 * W, 0, a.stream>>>(a.qkv, a.qkv_bias, a.offsets, a.h,
                                         q_scale, a.ctx);
   return cudaGetLastError();
@@ -777,6 +790,9 @@ inline cudaError_t LaunchMmaAttentionDh(const AttentionArgs& a) {
   if (rows <= 16) return LaunchMmaAttention<DH, 1, FAST>(a);
   if (rows <= 32) return LaunchMmaAttention<DH, 2, FAST>(a);
   if (rows <= 64) return LaunchMmaAttention<DH, 4, FAST>(a);
+  if constexpr (DH == 32) {
+    if (a.min_blocks == 3) return LaunchMmaAttention<DH, 8, FAST, 3>(a);
+  }
   return LaunchMmaAttention<DH, 8, FAST>(a);
 }
 
@@ -796,17 +812,19 @@ inline cudaError_t LaunchMmaAttentionFor(int head_dim, const AttentionArgs& a) {
 // batch. Returns cudaErrorInvalidValue for an unsupported head_dim, else the
 // launch's error. kv_bias false: the K and V parts of qkv_bias must be zeros
 // (the tensor-core kernel then skips them; the fp32 one adds the zeros).
-// max_rows: AttentionRows' (the tensor-core kernels only).
+// max_rows: AttentionRows'; min_blocks: AttentionBlocksFromEnv's (both for
+// the tensor-core kernels only).
 inline cudaError_t LaunchAttention(AttentionImpl impl, int head_dim,
                                    const half* qkv, const float* qkv_bias,
                                    const int* offsets, int batch, int max_len,
                                    int heads, int h, float scale, half* ctx,
                                    cudaStream_t stream, bool kv_bias = true,
-                                   int max_rows = 128) {
+                                   int max_rows = 128, int min_blocks = 1) {
   if (impl != AttentionImpl::kSimt &&
       (head_dim == 32 || head_dim == 64 || head_dim == 128)) {
-    const AttentionArgs args{qkv, qkv_bias, offsets, batch, max_len, heads,
-                             h,   max_rows, scale,   ctx,   stream,  kv_bias};
+    const AttentionArgs args{qkv,   qkv_bias, offsets,  batch,      max_len,
+                             heads, h,        max_rows, min_blocks, scale,
+                             ctx,   stream,   kv_bias};
     return impl == AttentionImpl::kMma2
                ? LaunchMmaAttentionFor<true>(head_dim, args)
                : LaunchMmaAttentionFor<false>(head_dim, args);

@@ -559,7 +559,8 @@ class CudaLaneEncoder : public CudaEncoder {
     const cudaError_t err = LaunchAttention(
         m_.attention, c.head_dim(), qkv_.get(), qkv_b, in.offsets, in.seqs,
         in.max_len, c.num_heads, c.hidden_size, scale, ctx_.get(), stream_,
-        kv_bias, AttentionRows(m_.attention_rows, in.tokens, in.seqs));
+        kv_bias, AttentionRows(m_.attention_rows, in.tokens, in.seqs),
+        m_.attention_blocks);
     if (err == cudaErrorInvalidValue) {
       return UnimplementedError("cuda encoder: head_dim must be 32, 64 or 128");
     }
