@@ -62,8 +62,9 @@ constexpr const char* kPhaseNames[kPhaseCount] = {
 // tokens to 8 steps an octave (<= 12.5 % padding, at least 16), the longest
 // sequence to a power of two (>= 16). Padding tokens are embedded and carried
 // through the GEMMs but belong to no sequence, so attention and pooling never
-// read them; a longer max_len only adds attention blocks that exit at once
-// (the tile width it picks is the same: its thresholds are powers of two).
+// read them; a longer max_len only adds attention blocks that exit at once.
+// The attention block size (kernels::AttentionRows) follows the padded shape,
+// so a graph and the direct pass of that shape pick the same one.
 int RoundUpTokens(int t) {
   if (t <= 16) return 16;
   int top = 1;
