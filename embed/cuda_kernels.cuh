@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -717,18 +718,27 @@ inline AttentionImpl AttentionImplFromEnv() {
 // other values, and other head dims (64: 320 bytes spilled), run the default.
 inline int AttentionBlocksFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION_BLOCKS");
-  return e != nullptr && std::strcmp(e, "3") == 0 ? 3 : 1;
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return 1;
+  if (std::strcmp(e, "3") == 0) return 3;
+  std::fprintf(stderr,
+               "zerovec: ignoring ZV_CUDA_ATTENTION_BLOCKS=%s (1 or 3)\n", e);
+  return 1;
 }
 
 // Query rows a tensor-core attention block covers at most (16 a warp).
 // ZV_CUDA_ATTENTION_ROWS=16, 32, 64 or 128 fixes it; otherwise (0, the
-// default) AttentionRows picks per batch.
+// default; another value is ignored with a warning) AttentionRows picks per
+// batch.
 inline int AttentionRowsFromEnv() {
   const char* e = std::getenv("ZV_CUDA_ATTENTION_ROWS");
-  if (e == nullptr) return 0;
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0) return 0;
   for (int rows : {16, 32, 64, 128}) {
     if (std::strcmp(e, std::to_string(rows).c_str()) == 0) return rows;
   }
+  std::fprintf(stderr,
+               "zerovec: ignoring ZV_CUDA_ATTENTION_ROWS=%s (16, 32, 64 or "
+               "128; 0 = per batch)\n",
+               e);
   return 0;
 }
 
