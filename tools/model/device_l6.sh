@@ -11,8 +11,8 @@
 #                          smoke, vocabulary, MLM, contrastive; exports models/zerovec-l6
 #   resume CON_MIN         call 2, carry tools/model/work/l6 and models/zerovec-l6 (call 1's,
 #                          unpacked): smoke, contrastive from that checkpoint, reference vectors
-#   pair MLM_MIN CON_MIN   two fresh runs at once on the one GPU (a 14M-parameter model leaves
-#                          most of it idle), for an A/B comparison under the same conditions:
+#   pair MLM_MIN CON_MIN   two fresh runs at once on the one GPU, for an A/B comparison under
+#                          the same conditions (one call, one start and smoke for both):
 #                          A_ARGS and B_ARGS are extra train.py flags for each (the last of a
 #                          repeated flag wins), e.g. A_ARGS="--vocab-size 16384"
 #                          B_ARGS="--vocab-size 32768"; brings back the results only

@@ -89,14 +89,12 @@ def coverage_split(held, hit, paths):
     lemmas = [[WORD.findall(x.lower()) for x in h["doc"].split(",")] for h in held]
     wanted = {w for ls in lemmas for l in ls for w in l}
     counts = word_counts(paths, wanted)
+    # per query: its best-covered lemma's count (a lemma's count: its rarest word's)
+    cover = [max((min(counts[w] for w in l) for l in ls if l), default=0) for ls in lemmas]
     buckets = [(0, 0), (1, 9), (10, 99), (100, 999), (1000, None)]
     out = {}
     for lo, hi in buckets:
-        sel = []
-        for ls, ok in zip(lemmas, hit):
-            c = max((min(counts[w] for w in l) for l in ls if l), default=0)
-            if c >= lo and (hi is None or c <= hi):
-                sel.append(ok)
+        sel = [ok for c, ok in zip(cover, hit) if c >= lo and (hi is None or c <= hi)]
         name = "occurs_%d%s" % (lo, "+" if hi is None else "" if hi == lo else "-%d" % hi)
         out[name] = {"queries": len(sel), "recall@10": round(sum(sel) / max(1, len(sel)), 4)}
     return out
