@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 
 #include "embed/cuda_encoder.h"
 #include "embed/cuda_fp8.cuh"
@@ -138,6 +139,9 @@ struct CudaModel::Impl {
   // Create).
   int attention_rows = 0;
   int attention_blocks = 1;  // ZV_CUDA_ATTENTION_BLOCKS (read at Create)
+  // The fixed-size bias + residual + LayerNorm kernel where
+  // ZV_CUDA_LAYERNORM=fixed (read at Create).
+  bool layernorm_fixed = false;
   std::string device_name;
   int ordinal = 0;  // cudaSetDevice before any call: the current device is
                     // per host thread
@@ -268,6 +272,7 @@ StatusOr<std::shared_ptr<CudaModel>> CudaModel::Create(
   m.attention = kernels::AttentionImplFromEnv();
   m.attention_rows = kernels::AttentionRowsFromEnv();
   m.attention_blocks = kernels::AttentionBlocksFromEnv();
+  m.layernorm_fixed = kernels::LayerNormFixedFromEnv();
   m.ordinal = ordinal;
   m.checkpoint = ck;
   ZV_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -367,13 +372,57 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
                    p.status().message().c_str());
     }
   }
+  if (const char* e = std::getenv("ZV_CUDA_FP8_GEMMS"); e && *e) {
+    const StatusOr<int> g = ParseFp8Gemms(e);
+    if (g.ok()) {
+      o.fp8_gemms = *g;
+    } else {
+      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_FP8_GEMMS: %s\n",
+                   g.status().message().c_str());
+    }
+  }
   return o;
+}
+
+StatusOr<int> ParseFp8Gemms(const std::string& list) {
+  int bits = 0;
+  std::stringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name == "qkv") {
+      bits |= CudaEncoderOptions::kFp8Qkv;
+    } else if (name == "up") {
+      bits |= CudaEncoderOptions::kFp8Up;
+    } else if (name == "down") {
+      bits |= CudaEncoderOptions::kFp8Down;
+    } else {
+      return InvalidArgumentError(
+          "fp8 GEMMs: expected a list of qkv, up, down; got \"" + list + "\"");
+    }
+  }
+  if (bits == 0) {
+    return InvalidArgumentError("fp8 GEMMs: the list is empty");
+  }
+  return bits;
+}
+
+std::string Fp8GemmsName(int bits) {
+  std::string s;
+  for (auto [bit, name] : {std::pair{CudaEncoderOptions::kFp8Qkv, "qkv"},
+                           {CudaEncoderOptions::kFp8Up, "up"},
+                           {CudaEncoderOptions::kFp8Down, "down"}}) {
+    if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  }
+  return s;
 }
 
 std::string CudaEncoderOptions::ToString() const {
   std::string s = std::string(CudaPrecisionName(precision)) +
                   (precision == CudaPrecision::kFp8 && fp8_fast_accum
                        ? " (fast accumulation)"
+                       : "") +
+                  (precision == CudaPrecision::kFp8 &&
+                           fp8_gemms != (kFp8Qkv | kFp8Up | kFp8Down)
+                       ? " (fp8 GEMMs: " + Fp8GemmsName(fp8_gemms) + ")"
                        : "") +
                   (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
@@ -468,6 +517,7 @@ std::string CudaModel::description() const {
          (impl_->attention_blocks == 1
               ? ""
               : " blocks=" + std::to_string(impl_->attention_blocks)) +
+         (impl_->layernorm_fixed ? " layernorm=fixed" : "") +
          ", sink=" + SinkMode();
 }
 

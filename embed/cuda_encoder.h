@@ -32,6 +32,10 @@ enum class CudaPrecision { kFp16, kFp8 };
 // "fp16" or "fp8"; ParseCudaPrecision accepts those (and "e4m3").
 const char* CudaPrecisionName(CudaPrecision p);
 StatusOr<CudaPrecision> ParseCudaPrecision(const std::string& name);
+// "qkv,up,down" (any non-empty subset, comma-separated) <-> the
+// CudaEncoderOptions::fp8_gemms bits.
+StatusOr<int> ParseFp8Gemms(const std::string& list);
+std::string Fp8GemmsName(int bits);
 
 // How one CUDA encoder runs a batch. The defaults are the fast path; each
 // lever can be turned off (here or through the environment, see FromEnv) so a
@@ -54,11 +58,15 @@ struct CudaEncoderOptions {
   // kFp8 only: cuBLASLt's FP8 fast accumulation (no periodic promotion of the
   // tensor cores' partial sums to fp32).
   bool fp8_fast_accum = false;
+  // kFp8 only: which GEMMs run in e4m3 (kFp8Qkv | kFp8Up | kFp8Down; the
+  // output projection always runs in fp16); the others run in fp16.
+  static constexpr int kFp8Qkv = 1, kFp8Up = 2, kFp8Down = 4;
+  int fp8_gemms = kFp8Qkv | kFp8Up | kFp8Down;
 
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
-  // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8
-  // (an unknown value is ignored with a warning on stderr),
-  // ZV_CUDA_FP8_FAST_ACCUM=1.
+  // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8,
+  // ZV_CUDA_FP8_GEMMS=qkv,up,down (any non-empty subset; an unknown value
+  // of either is ignored with a warning on stderr), ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
   // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;

@@ -350,6 +350,39 @@ TEST_F(CudaEncoderTest, AttentionRowsMatchDefault) {
   EXPECT_GE(c3, 0.9999);
 }
 
+// The fixed-size LayerNorm kernel (ZV_CUDA_LAYERNORM=fixed; hidden 384, 768,
+// 1024) against the generic one (the default) and the CPU encoder, at each of
+// its sizes and at one without an instance (512: the generic kernel runs).
+TEST_F(CudaEncoderTest, FixedLayerNormMatchesGeneric) {
+  for (int hidden : {384, 768, 1024, 512}) {
+    testing::TinyBertOptions o;
+    o.hidden = hidden;
+    o.heads = hidden / 64;
+    o.intermediate = 2 * hidden;
+    o.max_position = 512;
+    const fs::path dir = testing::MakeTempDir("cuda_ln");
+    ASSERT_TRUE(testing::WriteTinyBert(dir, o).ok());
+    const auto texts = TinyTexts({1, 5, 30, 100, 255});
+    auto generic = Make(dir, DevicePreference::kCuda);
+    ASSERT_EQ(setenv("ZV_CUDA_LAYERNORM", "fixed", 1), 0);
+    auto fixed = Make(dir, DevicePreference::kCuda);
+    unsetenv("ZV_CUDA_LAYERNORM");
+    auto cpu = Make(dir, DevicePreference::kCpu);
+    ASSERT_TRUE(fixed && generic && cpu);
+    EXPECT_NE(fixed->device_description().find("layernorm=fixed"),
+              std::string::npos)
+        << fixed->device_description();
+    EXPECT_EQ(generic->device_description().find("layernorm="),
+              std::string::npos);
+    const double c = MinCosine(*fixed, *generic, texts);
+    const double cc = MinCosine(*fixed, *cpu, texts);
+    std::printf("hidden %d: min cosine fixed-generic %.7f, fixed-cpu %.7f\n",
+                hidden, c, cc);
+    EXPECT_GE(c, 0.9999) << hidden;
+    EXPECT_GE(cc, 0.999) << hidden;
+  }
+}
+
 // Embeds into a segment in `parent` and returns the sink mode the device
 // reports.
 std::string SinkRoundTrip(Embedder& emb, const fs::path& parent) {
@@ -638,6 +671,58 @@ TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {
   // FP8 needs the fused path.
   fp8_opt.fused = false;
   EXPECT_FALSE(model_->NewCudaEncoder(fp8_opt).ok());
+}
+
+// Each subset of FP8 GEMMs (the others in fp16) against fp16, with graph
+// replays against direct passes (all three printed beside them). And the
+// subsets' names round-trip.
+TEST_F(CudaEncoderLeversTest, Fp8GemmSubsetsMatchFp16) {
+  using O = CudaEncoderOptions;
+  auto fp16 = New(O{});
+  ASSERT_TRUE(fp16);
+  const std::vector<std::vector<int>> batches = {
+      {1}, {9}, {64, 3, 17}, {512, 200, 2, 130}, std::vector<int>(40, 50)};
+  auto worst = [&](int gemms, bool graphs) {
+    O o;
+    o.precision = CudaPrecision::kFp8;
+    o.fp8_gemms = gemms;
+    o.graphs = graphs;
+    auto enc = New(o);
+    EXPECT_TRUE(enc);
+    if (!enc) return std::pair{0.0, 1.0};
+    EXPECT_EQ(enc->description().find("fp8 off"), std::string::npos)
+        << enc->description();
+    double c = 1, diff = 0;
+    for (int round = 0; round < 2; ++round) {  // round 2 replays graphs
+      for (size_t i = 0; i < batches.size(); ++i) {
+        const TokenBatch b = RandomBatch(batches[i], vocab_, i);
+        const auto r = EncodeRows(*enc, b, dim_);
+        c = std::min(c, MinRowCosine(r, EncodeRows(*fp16, b, dim_), dim_));
+        if (graphs && round == 1) {
+          O d = o;
+          d.graphs = false;
+          auto direct = New(d);
+          if (direct)
+            diff = std::max(diff, MaxAbsDiff(r, EncodeRows(*direct, b, dim_)));
+        }
+      }
+    }
+    return std::pair{c, diff};
+  };
+  const double all = worst(O::kFp8Qkv | O::kFp8Up | O::kFp8Down, false).first;
+  for (int gemms = 1; gemms < 7; ++gemms) {
+    const auto [c, diff] = worst(gemms, true);
+    std::printf("fp8 GEMMs %s: min cosine against fp16 %.7f (all three %.7f)\n",
+                Fp8GemmsName(gemms).c_str(), c, all);
+    EXPECT_GE(c, 0.999) << Fp8GemmsName(gemms);
+    EXPECT_EQ(diff, 0.0) << Fp8GemmsName(gemms);
+    auto parsed = ParseFp8Gemms(Fp8GemmsName(gemms));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, gemms);
+  }
+  EXPECT_FALSE(ParseFp8Gemms("").ok());
+  EXPECT_FALSE(ParseFp8Gemms("qkv,out").ok());
+  EXPECT_EQ(*ParseFp8Gemms("down,qkv"), O::kFp8Qkv | O::kFp8Down);
 }
 
 // The phase timer: seven phases that add up to the total, results unchanged

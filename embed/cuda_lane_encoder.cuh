@@ -203,6 +203,8 @@ class CudaLaneEncoder : public CudaEncoder {
     return opt_.small_batch > 0 && seqs <= opt_.small_batch;
   }
   bool Fp8() const { return opt_.precision == CudaPrecision::kFp8; }
+  // Under kFp8: whether this GEMM runs in e4m3 (CudaEncoderOptions::fp8_gemms).
+  bool Fp8Gemm(int bit) const { return (opt_.fp8_gemms & bit) != 0; }
   bool GraphsOn() const {
     return opt_.graphs && opt_.max_graphs > 0 && graph_note_.empty();
   }
@@ -343,7 +345,8 @@ class CudaLaneEncoder : public CudaEncoder {
     EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
         in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
         m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get(),
-        fp8_pass_ ? x8_.get() : nullptr, m_.emb_q8);
+        fp8_pass_ && Fp8Gemm(CudaEncoderOptions::kFp8Qkv) ? x8_.get() : nullptr,
+        m_.emb_q8);
     ZV_CUDA_CHECK(cudaGetLastError());
     ZV_RETURN_IF_ERROR(Mark(mark, kEmbeddings));
     const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
@@ -410,25 +413,37 @@ class CudaLaneEncoder : public CudaEncoder {
     const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
     const DeviceLayer& l0 = m_.layers.front();
     const float* s = l0.scales8.get();
+    using Opt = CudaEncoderOptions;
     up_cast_ = false;
-    Status up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
-    if (up.ok()) up = FfnUpFp8(l0, t);
-    if (up.code() == StatusCode::kUnimplemented) {
-      const std::string why = up.message();
-      up_cast_ = true;
+    Status up, qkv, down;
+    if (Fp8Gemm(Opt::kFp8Up) && !Fp8Gemm(Opt::kFp8Down)) {
+      // FFN-down in fp16 reads the FFN-up output as fp16.
       up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
       if (up.ok()) up = FfnUpFp8(l0, t);
-      if (up.ok()) up_note_ = why + "; fp16 output and a cast kernel instead";
+    } else if (Fp8Gemm(Opt::kFp8Up)) {
+      up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
+      if (up.ok()) up = FfnUpFp8(l0, t);
+      if (up.code() == StatusCode::kUnimplemented) {
+        const std::string why = up.message();
+        up_cast_ = true;
+        up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
+        if (up.ok()) up = FfnUpFp8(l0, t);
+        if (up.ok()) up_note_ = why + "; fp16 output and a cast kernel instead";
+      }
     }
-    Status qkv = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h);
-    if (qkv.ok()) {
-      qkv = lt8_.Run(x8_.get(), s + kQkvX, l0.qkv_w8.get(), s + kQkvW,
-                     qkv_.get(), t, 3 * h, h, stream_);
+    if (Fp8Gemm(Opt::kFp8Qkv)) {
+      qkv = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, 3 * h, h);
+      if (qkv.ok()) {
+        qkv = lt8_.Run(x8_.get(), s + kQkvX, l0.qkv_w8.get(), s + kQkvW,
+                       qkv_.get(), t, 3 * h, h, stream_);
+      }
     }
-    Status down = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f);
-    if (down.ok()) {
-      down = lt8_.Run(ffn8_.get(), s + kDownX, l0.ffn_out_w8.get(), s + kDownW,
-                      tmp_.get(), t, h, f, stream_);
+    if (Fp8Gemm(Opt::kFp8Down)) {
+      down = lt8_.Prepare(LtFp8Gemm::Kind::kPlain, t, h, f);
+      if (down.ok()) {
+        down = lt8_.Run(ffn8_.get(), s + kDownX, l0.ffn_out_w8.get(),
+                        s + kDownW, tmp_.get(), t, h, f, stream_);
+      }
     }
     bool fp8 = true;
     for (const Status& st : {qkv, up, down}) {
@@ -444,11 +459,11 @@ class CudaLaneEncoder : public CudaEncoder {
   }
 
   // ffn8_ = e4m3(gelu(x8_ W_in^T + b_in) * q): in one GEMM, or a GEMM to
-  // ffn_ (fp16) and the cast kernel.
+  // ffn_ (fp16) and the cast kernel; where FFN-down runs in fp16, ffn_ alone.
   Status FfnUpFp8(const DeviceLayer& l, int t) {
     const int h = m_.config.hidden_size, f = m_.config.intermediate_size;
     const float* s = l.scales8.get();
-    if (!up_cast_) {
+    if (!up_cast_ && Fp8Gemm(CudaEncoderOptions::kFp8Down)) {
       return lt8_.RunGelu(x8_.get(), s + kUpX, l.ffn_in_w8.get(), s + kUpW,
                           l.ffn_in_b_half.get(), s + kUpOutQ, ffn8_.get(),
                           ffn_.get(), t, f, h, stream_);
@@ -456,7 +471,14 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(lt8_.RunGelu16(x8_.get(), s + kUpX, l.ffn_in_w8.get(),
                                       s + kUpW, l.ffn_in_b_half.get(),
                                       ffn_.get(), t, f, h, stream_));
-    const size_t pairs = size_t(t) * f / 2;
+    // FFN-down in fp16 reads ffn_ itself.
+    if (!Fp8Gemm(CudaEncoderOptions::kFp8Down)) return OkStatus();
+    return CastFfnE4m3(t, s);
+  }
+
+  // ffn8_ = e4m3(ffn_ * q), q the layer's FFN-up output scale (scales8 s).
+  Status CastFfnE4m3(int t, const float* s) {
+    const size_t pairs = size_t(t) * m_.config.intermediate_size / 2;
     const int blocks =
         static_cast<int>(std::min<size_t>((pairs + 255) / 256, 4096));
     CastE4m3Kernel<<<blocks, 256, 0, stream_>>>(
@@ -466,33 +488,52 @@ class CudaLaneEncoder : public CudaEncoder {
     return OkStatus();
   }
 
-  // EncodeLayer with the FP8 GEMMs: x8_ holds x_ in e4m3 (written by the
-  // LayerNorm before), the FFN-up GEMM writes gelu(.) to ffn8_ in e4m3; the
-  // output projection (input: attention's fp16 output) stays fp16.
+  // EncodeLayer with the FP8 GEMMs that fp8_gemms selects: x8_ holds x_ in
+  // e4m3 (written by the LayerNorm before) where the QKV or FFN-up GEMM reads
+  // it, ffn8_ the FFN-up output in e4m3 where the FFN-down GEMM does; the
+  // output projection (input: attention's fp16 output) stays fp16, as do the
+  // GEMMs not selected.
   Status EncodeLayerFp8(const DeviceLayer& l, const StagedInputs& in,
                         float scale, bool mark) {
+    using Opt = CudaEncoderOptions;
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
     const float* s = l.scales8.get();
-    ZV_RETURN_IF_ERROR(lt8_.Run(x8_.get(), s + kQkvX, l.qkv_w8.get(), s + kQkvW,
-                                qkv_.get(), t, 3 * h, h, stream_));
+    if (Fp8Gemm(Opt::kFp8Qkv)) {
+      ZV_RETURN_IF_ERROR(lt8_.Run(x8_.get(), s + kQkvX, l.qkv_w8.get(),
+                                  s + kQkvW, qkv_.get(), t, 3 * h, h, stream_));
+    } else {
+      ZV_RETURN_IF_ERROR(
+          Gemm(x_.get(), l.qkv_w.get(), qkv_.get(), t, 3 * h, h));
+    }
     ZV_RETURN_IF_ERROR(Mark(mark, kQkv));
     ZV_RETURN_IF_ERROR(
         Attention(l.q_only_b.get(), in, scale, /*kv_bias=*/false));
     ZV_RETURN_IF_ERROR(Mark(mark, kAttention));
     ZV_RETURN_IF_ERROR(Gemm(ctx_.get(), l.out_w.get(), tmp_.get(), t, h, h));
-    ZV_RETURN_IF_ERROR(LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(),
-                                 l.ln1_b.get(), x8_.get(), l.ln1_q8));
+    ZV_RETURN_IF_ERROR(
+        LayerNorm(t, l.out_b_folded.get(), l.ln1_g.get(), l.ln1_b.get(),
+                  Fp8Gemm(Opt::kFp8Up) ? x8_.get() : nullptr, l.ln1_q8));
     ZV_RETURN_IF_ERROR(Mark(mark, kOutProjLn));
-    ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
+    if (Fp8Gemm(Opt::kFp8Up)) {
+      ZV_RETURN_IF_ERROR(FfnUpFp8(l, t));
+    } else {
+      ZV_RETURN_IF_ERROR(FfnUp(l, t));
+      if (Fp8Gemm(Opt::kFp8Down)) ZV_RETURN_IF_ERROR(CastFfnE4m3(t, s));
+    }
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
-    ZV_RETURN_IF_ERROR(lt8_.Run(ffn8_.get(), s + kDownX, l.ffn_out_w8.get(),
-                                s + kDownW, tmp_.get(), t, h, f, stream_));
+    if (Fp8Gemm(Opt::kFp8Down)) {
+      ZV_RETURN_IF_ERROR(lt8_.Run(ffn8_.get(), s + kDownX, l.ffn_out_w8.get(),
+                                  s + kDownW, tmp_.get(), t, h, f, stream_));
+    } else {
+      ZV_RETURN_IF_ERROR(
+          Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
+    }
     // The last layer's output feeds only pooling: no e4m3 copy.
     const bool last = &l == &m_.layers.back();
-    ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
-                                 l.ln2_b.get(), last ? nullptr : x8_.get(),
-                                 l.ln2_q8));
+    ZV_RETURN_IF_ERROR(LayerNorm(
+        t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get(),
+        last || !Fp8Gemm(Opt::kFp8Qkv) ? nullptr : x8_.get(), l.ln2_q8));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -528,16 +569,19 @@ class CudaLaneEncoder : public CudaEncoder {
                    float q8 = 1.f) {
     const BertConfig& c = m_.config;
     const int row_blocks = (t + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (opt_.fused) {
-      BiasResidualLayerNormVecKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                       stream_>>>(
+    const int threads = 32 * kWarpsPerBlock;
+    if (!opt_.fused) {
+      BiasResidualLayerNormKernel<<<row_blocks, threads, 0, stream_>>>(
+          x_.get(), tmp_.get(), t, c.hidden_size, bias, gamma, beta,
+          c.layer_norm_eps);
+    } else if (!m_.layernorm_fixed ||
+               !kernels::LaunchFixedLayerNorm(c.hidden_size, row_blocks,
+                                              threads, stream_, x_.get(),
+                                              tmp_.get(), t, bias, gamma, beta,
+                                              c.layer_norm_eps, x8, q8)) {
+      BiasResidualLayerNormVecKernel<<<row_blocks, threads, 0, stream_>>>(
           x_.get(), tmp_.get(), t, c.hidden_size, bias, gamma, beta,
           c.layer_norm_eps, x8, q8);
-    } else {
-      BiasResidualLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0,
-                                    stream_>>>(x_.get(), tmp_.get(), t,
-                                               c.hidden_size, bias, gamma, beta,
-                                               c.layer_norm_eps);
     }
     ZV_CUDA_CHECK(cudaGetLastError());
     return OkStatus();

@@ -160,22 +160,29 @@ def main():
     with torch.inference_mode():
         # Same vectors?
         if args.ours_vectors:
-            ours = json.load(open(args.ours_vectors))
+            # Several files (comma-separated): each checked, under its name in
+            # "vector_checks"; the first is also "vector_check".
             ref32 = load(args.model, torch.float32)
-            check = {}
-            for b, seqs in buckets.items():
-                n = len(ours[b])
-                ids, mask = make_batch(seqs[:n], "cuda")
-                v16 = embed(model, ids, mask)
-                v32 = embed(ref32, ids, mask)
-                o = torch.nn.functional.normalize(torch.tensor(ours[b], device="cuda"), dim=-1)
-                check[b] = {"n": n,
-                            "min_cos_ours_vs_torch_fp16": (o * v16).sum(-1).min().item(),
-                            "min_cos_ours_vs_torch_fp32": (o * v32).sum(-1).min().item(),
-                            "min_cos_torch_fp16_vs_fp32": (v16 * v32).sum(-1).min().item()}
-                print(b, json.dumps(check[b]), flush=True)
-            res["vector_check"] = check
-            res["vector_check_pass"] = all(c["min_cos_ours_vs_torch_fp16"] >= 0.999 for c in check.values())
+            res["vector_checks"] = {}
+            for path in args.ours_vectors.split(","):
+                ours = json.load(open(path))
+                check = {}
+                for b, seqs in buckets.items():
+                    n = len(ours[b])
+                    ids, mask = make_batch(seqs[:n], "cuda")
+                    v16 = embed(model, ids, mask)
+                    v32 = embed(ref32, ids, mask)
+                    o = torch.nn.functional.normalize(torch.tensor(ours[b], device="cuda"), dim=-1)
+                    check[b] = {"n": n,
+                                "min_cos_ours_vs_torch_fp16": (o * v16).sum(-1).min().item(),
+                                "min_cos_ours_vs_torch_fp32": (o * v32).sum(-1).min().item(),
+                                "min_cos_torch_fp16_vs_fp32": (v16 * v32).sum(-1).min().item()}
+                    print(os.path.basename(path), b, json.dumps(check[b]), flush=True)
+                res["vector_checks"][os.path.basename(path)] = check
+                if "vector_check" not in res:
+                    res["vector_check"] = check
+                    res["vector_check_pass"] = all(
+                        c["min_cos_ours_vs_torch_fp16"] >= 0.999 for c in check.values())
             del ref32
             torch.cuda.empty_cache()
         save()
