@@ -381,7 +381,63 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
                    g.status().message().c_str());
     }
   }
+  if (const char* e = std::getenv("ZV_CUDA_FP8_LAYERS"); e && *e) {
+    const StatusOr<uint64_t> l = ParseFp8Layers(e);
+    if (l.ok()) {
+      o.fp8_layers = *l;
+    } else {
+      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_FP8_LAYERS: %s\n",
+                   l.status().message().c_str());
+    }
+  }
   return o;
+}
+
+StatusOr<uint64_t> ParseFp8Layers(const std::string& list) {
+  const auto bad = [&list](const std::string& why) {
+    return InvalidArgumentError("fp8 layers \"" + list + "\": " + why +
+                                " (e.g. 6-11 or 0,2,4-5; layers 0-63)");
+  };
+  const auto layer = [](const std::string& s, int* out) {
+    if (s.empty() || s.size() > 2 ||
+        s.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    *out = std::stoi(s);
+    return *out < 64;
+  };
+  uint64_t bits = 0;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t dash = item.find('-');
+    int lo = 0, hi = 0;
+    if (!layer(item.substr(0, dash), &lo) ||
+        !layer(dash == std::string::npos ? item.substr(0, dash)
+                                         : item.substr(dash + 1),
+               &hi)) {
+      return bad("\"" + item + "\" is not a layer or a range of layers");
+    }
+    if (hi < lo) return bad("range \"" + item + "\" runs backwards");
+    for (int i = lo; i <= hi; ++i) bits |= uint64_t{1} << i;
+  }
+  if (bits == 0) return bad("no layer named");
+  return bits;
+}
+
+std::string Fp8LayersName(uint64_t bits) {
+  std::string s;
+  for (int i = 0; i < 64;) {
+    if (!((bits >> i) & 1)) {
+      ++i;
+      continue;
+    }
+    int j = i;
+    while (j + 1 < 64 && ((bits >> (j + 1)) & 1)) ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(i) +
+         (j > i ? "-" + std::to_string(j) : "");
+    i = j + 1;
+  }
+  return s;
 }
 
 StatusOr<int> ParseFp8Gemms(const std::string& list) {
@@ -416,15 +472,19 @@ std::string Fp8GemmsName(int bits) {
 }
 
 std::string CudaEncoderOptions::ToString() const {
-  std::string s = std::string(CudaPrecisionName(precision)) +
-                  (precision == CudaPrecision::kFp8 && fp8_fast_accum
-                       ? " (fast accumulation)"
-                       : "") +
-                  (precision == CudaPrecision::kFp8 &&
-                           fp8_gemms != (kFp8Qkv | kFp8Up | kFp8Down)
-                       ? " (fp8 GEMMs: " + Fp8GemmsName(fp8_gemms) + ")"
-                       : "") +
-                  (fused ? ", fused" : ", unfused");
+  std::string s =
+      std::string(CudaPrecisionName(precision)) +
+      (precision == CudaPrecision::kFp8 && fp8_fast_accum
+           ? " (fast accumulation)"
+           : "") +
+      (precision == CudaPrecision::kFp8 &&
+               fp8_gemms != (kFp8Qkv | kFp8Up | kFp8Down)
+           ? " (fp8 GEMMs: " + Fp8GemmsName(fp8_gemms) + ")"
+           : "") +
+      (precision == CudaPrecision::kFp8 && fp8_layers != ~uint64_t{0}
+           ? " (fp8 layers: " + Fp8LayersName(fp8_layers) + ")"
+           : "") +
+      (fused ? ", fused" : ", unfused");
   if (small_batch <= 0) return s + ", no small-batch padding or graphs";
   const std::string n = std::to_string(small_batch);
   if (!graphs || max_graphs <= 0) return s + ", padded<=" + n + ", no graphs";

@@ -5,6 +5,7 @@
 #define ZEROVEC_EMBED_CUDA_ENCODER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,6 +37,10 @@ StatusOr<CudaPrecision> ParseCudaPrecision(const std::string& name);
 // CudaEncoderOptions::fp8_gemms bits.
 StatusOr<int> ParseFp8Gemms(const std::string& list);
 std::string Fp8GemmsName(int bits);
+// "6-11" / "0,2,4-5" (layers 0-63) <-> the CudaEncoderOptions::fp8_layers
+// bits.
+StatusOr<uint64_t> ParseFp8Layers(const std::string& list);
+std::string Fp8LayersName(uint64_t bits);
 
 // How one CUDA encoder runs a batch. The defaults are the fast path; each
 // lever can be turned off (here or through the environment, see FromEnv) so a
@@ -62,11 +67,17 @@ struct CudaEncoderOptions {
   // output projection always runs in fp16); the others run in fp16.
   static constexpr int kFp8Qkv = 1, kFp8Up = 2, kFp8Down = 4;
   int fp8_gemms = kFp8Qkv | kFp8Up | kFp8Down;
+  // kFp8 only: the layers (bit i: layer i) whose fp8_gemms run in e4m3; the
+  // other layers run wholly in fp16. Each e4m3 GEMM costs about the same
+  // accuracy, so fewer of them trade speed for it.
+  uint64_t fp8_layers = ~uint64_t{0};
 
   // Overrides from the environment: ZV_CUDA_FUSED=0, ZV_CUDA_GRAPHS=0,
   // ZV_CUDA_SMALL_BATCH=N, ZV_CUDA_MAX_GRAPHS=N, ZV_CUDA_PRECISION=fp16|fp8,
-  // ZV_CUDA_FP8_GEMMS=qkv,up,down (any non-empty subset; an unknown value
-  // of either is ignored with a warning on stderr), ZV_CUDA_FP8_FAST_ACCUM=1.
+  // ZV_CUDA_FP8_GEMMS=qkv,up,down (any non-empty subset),
+  // ZV_CUDA_FP8_LAYERS=6-11 (layers and ranges, comma-separated; an unknown
+  // value of any of these is ignored with a warning on stderr),
+  // ZV_CUDA_FP8_FAST_ACCUM=1.
   static CudaEncoderOptions FromEnv();
   // e.g. "fp16, fused, graphs<=32 (48 kept)".
   std::string ToString() const;

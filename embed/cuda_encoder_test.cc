@@ -725,6 +725,58 @@ TEST_F(CudaEncoderLeversTest, Fp8GemmSubsetsMatchFp16) {
   EXPECT_EQ(*ParseFp8Gemms("down,qkv"), O::kFp8Qkv | O::kFp8Down);
 }
 
+// FP8 in some layers only (the others in fp16): against fp16, graph replays
+// against direct passes; naming no layer of the model gives the fp16 vectors
+// bit for bit. And the layer lists parse and name.
+TEST_F(CudaEncoderLeversTest, Fp8LayersMatchFp16) {
+  using O = CudaEncoderOptions;
+  auto fp16 = New(O{});
+  ASSERT_TRUE(fp16);
+  const std::vector<std::vector<int>> batches = {
+      {1}, {9}, {64, 3, 17}, {512, 200, 2, 130}, std::vector<int>(40, 50)};
+  for (const char* layers : {"3-5", "0,2,4", "0", "40"}) {
+    auto bits = ParseFp8Layers(layers);
+    ASSERT_TRUE(bits.ok()) << bits.status();
+    EXPECT_EQ(Fp8LayersName(*bits), layers);
+    O o;
+    o.precision = CudaPrecision::kFp8;
+    o.fp8_layers = *bits;
+    O d = o;
+    d.graphs = false;
+    auto enc = New(o);
+    auto direct = New(d);
+    ASSERT_TRUE(enc && direct);
+    EXPECT_NE(enc->description().find(std::string("fp8 layers: ") + layers),
+              std::string::npos)
+        << enc->description();
+    double c = 1, replay_diff = 0, fp16_diff = 0;
+    for (int round = 0; round < 2; ++round) {  // round 2 replays graphs
+      for (size_t i = 0; i < batches.size(); ++i) {
+        const TokenBatch b = RandomBatch(batches[i], vocab_, i);
+        const auto r = EncodeRows(*enc, b, dim_);
+        const auto r16 = EncodeRows(*fp16, b, dim_);
+        c = std::min(c, MinRowCosine(r, r16, dim_));
+        fp16_diff = std::max(fp16_diff, MaxAbsDiff(r, r16));
+        replay_diff =
+            std::max(replay_diff, MaxAbsDiff(r, EncodeRows(*direct, b, dim_)));
+      }
+    }
+    std::printf("fp8 layers %s: min cosine against fp16 %.7f\n", layers, c);
+    EXPECT_GE(c, 0.999) << layers;
+    EXPECT_EQ(replay_diff, 0.0) << layers;
+    if (std::string(layers) == "40") {
+      EXPECT_EQ(fp16_diff, 0.0);  // the model has 6 layers
+    } else {
+      EXPECT_GT(fp16_diff, 0.0) << layers;
+    }
+  }
+  EXPECT_EQ(*ParseFp8Layers("5,0-1"), uint64_t{0b100011});
+  EXPECT_EQ(Fp8LayersName(~uint64_t{0}), "0-63");
+  for (const char* bad : {"", "-", "3-", "a", "5-2", "64", "0-64", "1,,2"}) {
+    EXPECT_FALSE(ParseFp8Layers(bad).ok()) << bad;
+  }
+}
+
 // The phase timer: seven phases that add up to the total, results unchanged
 // by timing, and nothing reported with the timer off.
 TEST_F(CudaEncoderLeversTest, PhaseTimerSumsToTotal) {

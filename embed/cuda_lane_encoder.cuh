@@ -205,6 +205,18 @@ class CudaLaneEncoder : public CudaEncoder {
   bool Fp8() const { return opt_.precision == CudaPrecision::kFp8; }
   // Under kFp8: whether this GEMM runs in e4m3 (CudaEncoderOptions::fp8_gemms).
   bool Fp8Gemm(int bit) const { return (opt_.fp8_gemms & bit) != 0; }
+  // Whether this pass runs layer i's selected GEMMs in e4m3.
+  bool Fp8Layer(size_t i) const {
+    return fp8_pass_ && i < 64 && ((opt_.fp8_layers >> i) & 1) != 0;
+  }
+  // The e4m3 copy the LayerNorm before layer i writes where that layer's QKV
+  // GEMM reads one (none past the last layer).
+  __nv_fp8_e4m3* QkvInput8(size_t i) {
+    return i < m_.layers.size() && Fp8Layer(i) &&
+                   Fp8Gemm(CudaEncoderOptions::kFp8Qkv)
+               ? x8_.get()
+               : nullptr;
+  }
   bool GraphsOn() const {
     return opt_.graphs && opt_.max_graphs > 0 && graph_note_.empty();
   }
@@ -345,14 +357,13 @@ class CudaLaneEncoder : public CudaEncoder {
     EmbedLayerNormKernel<<<row_blocks, 32 * kWarpsPerBlock, 0, stream_>>>(
         in.ids, in.pos, t, h, m_.word.get(), m_.position.get(), m_.type0.get(),
         m_.emb_g.get(), m_.emb_b.get(), c.layer_norm_eps, x_.get(),
-        fp8_pass_ && Fp8Gemm(CudaEncoderOptions::kFp8Qkv) ? x8_.get() : nullptr,
-        m_.emb_q8);
+        QkvInput8(0), m_.emb_q8);
     ZV_CUDA_CHECK(cudaGetLastError());
     ZV_RETURN_IF_ERROR(Mark(mark, kEmbeddings));
     const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim()));
-    for (const DeviceLayer& l : m_.layers) {
-      ZV_RETURN_IF_ERROR(fp8_pass_ ? EncodeLayerFp8(l, in, scale, mark)
-                                   : EncodeLayer(l, in, scale, mark));
+    for (size_t i = 0; i < m_.layers.size(); ++i) {
+      ZV_RETURN_IF_ERROR(Fp8Layer(i) ? EncodeLayerFp8(i, in, scale, mark)
+                                     : EncodeLayer(i, in, scale, mark));
     }
     PoolNormalizeKernel<<<in.seqs, kPoolThreads, 0, stream_>>>(
         x_.get(), in.offsets, h, m_.cls, m_.normalize, in.out_rows);
@@ -364,8 +375,8 @@ class CudaLaneEncoder : public CudaEncoder {
   // each closed by bias + residual + LayerNorm. Fused: the attention sees only
   // the Q bias, the output projection's bias carries the V bias (see
   // FusedBiases), the FFN-up GEMM applies bias + GELU in its epilogue.
-  Status EncodeLayer(const DeviceLayer& l, const StagedInputs& in, float scale,
-                     bool mark) {
+  Status EncodeLayer(size_t i, const StagedInputs& in, float scale, bool mark) {
+    const DeviceLayer& l = m_.layers[i];
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
     const bool fused = opt_.fused;
@@ -383,8 +394,8 @@ class CudaLaneEncoder : public CudaEncoder {
     ZV_RETURN_IF_ERROR(Mark(mark, kFfnUpGelu));
     ZV_RETURN_IF_ERROR(
         Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
-    ZV_RETURN_IF_ERROR(
-        LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get()));
+    ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
+                                 l.ln2_b.get(), QkvInput8(i + 1), l.ln2_q8));
     return Mark(mark, kFfnDownLn);
   }
 
@@ -493,8 +504,9 @@ class CudaLaneEncoder : public CudaEncoder {
   // it, ffn8_ the FFN-up output in e4m3 where the FFN-down GEMM does; the
   // output projection (input: attention's fp16 output) stays fp16, as do the
   // GEMMs not selected.
-  Status EncodeLayerFp8(const DeviceLayer& l, const StagedInputs& in,
-                        float scale, bool mark) {
+  Status EncodeLayerFp8(size_t i, const StagedInputs& in, float scale,
+                        bool mark) {
+    const DeviceLayer& l = m_.layers[i];
     using Opt = CudaEncoderOptions;
     const BertConfig& c = m_.config;
     const int t = in.tokens, h = c.hidden_size, f = c.intermediate_size;
@@ -529,11 +541,8 @@ class CudaLaneEncoder : public CudaEncoder {
       ZV_RETURN_IF_ERROR(
           Gemm(ffn_.get(), l.ffn_out_w.get(), tmp_.get(), t, h, f));
     }
-    // The last layer's output feeds only pooling: no e4m3 copy.
-    const bool last = &l == &m_.layers.back();
-    ZV_RETURN_IF_ERROR(LayerNorm(
-        t, l.ffn_out_b.get(), l.ln2_g.get(), l.ln2_b.get(),
-        last || !Fp8Gemm(Opt::kFp8Qkv) ? nullptr : x8_.get(), l.ln2_q8));
+    ZV_RETURN_IF_ERROR(LayerNorm(t, l.ffn_out_b.get(), l.ln2_g.get(),
+                                 l.ln2_b.get(), QkvInput8(i + 1), l.ln2_q8));
     return Mark(mark, kFfnDownLn);
   }
 
