@@ -363,33 +363,21 @@ CudaEncoderOptions CudaEncoderOptions::FromEnv() {
   read("ZV_CUDA_MAX_GRAPHS", &o.max_graphs);
   o.fused = fused != 0;
   o.graphs = graphs != 0;
-  if (const char* e = std::getenv("ZV_CUDA_PRECISION"); e && *e) {
-    const StatusOr<CudaPrecision> p = ParseCudaPrecision(e);
-    if (p.ok()) {
-      o.precision = *p;
+  // A value `parse` refuses is ignored with a warning on stderr.
+  auto read_parsed = [](const char* name, auto parse, auto* value) {
+    const char* e = std::getenv(name);
+    if (e == nullptr || *e == '\0') return;
+    const auto parsed = parse(std::string(e));
+    if (parsed.ok()) {
+      *value = *parsed;
     } else {
-      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_PRECISION: %s\n",
-                   p.status().message().c_str());
+      std::fprintf(stderr, "zerovec: ignoring %s: %s\n", name,
+                   parsed.status().message().c_str());
     }
-  }
-  if (const char* e = std::getenv("ZV_CUDA_FP8_GEMMS"); e && *e) {
-    const StatusOr<int> g = ParseFp8Gemms(e);
-    if (g.ok()) {
-      o.fp8_gemms = *g;
-    } else {
-      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_FP8_GEMMS: %s\n",
-                   g.status().message().c_str());
-    }
-  }
-  if (const char* e = std::getenv("ZV_CUDA_FP8_LAYERS"); e && *e) {
-    const StatusOr<uint64_t> l = ParseFp8Layers(e);
-    if (l.ok()) {
-      o.fp8_layers = *l;
-    } else {
-      std::fprintf(stderr, "zerovec: ignoring ZV_CUDA_FP8_LAYERS: %s\n",
-                   l.status().message().c_str());
-    }
-  }
+  };
+  read_parsed("ZV_CUDA_PRECISION", ParseCudaPrecision, &o.precision);
+  read_parsed("ZV_CUDA_FP8_GEMMS", ParseFp8Gemms, &o.fp8_gemms);
+  read_parsed("ZV_CUDA_FP8_LAYERS", ParseFp8Layers, &o.fp8_layers);
   return o;
 }
 
