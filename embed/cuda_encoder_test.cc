@@ -562,6 +562,12 @@ class CudaEncoderLeversTest : public CudaEncoderTest {
     EXPECT_TRUE(enc.ok()) << enc.status();
     return enc.ok() ? std::move(enc).value() : nullptr;
   }
+  // Batches of 1 to 40 sequences, 1 to 512 tokens: the levers' tests.
+  static const std::vector<std::vector<int>>& MixedBatches() {
+    static const std::vector<std::vector<int>> batches = {
+        {1}, {9}, {64, 3, 17}, {512, 200, 2, 130}, std::vector<int>(40, 50)};
+    return batches;
+  }
   std::shared_ptr<CudaModel> model_;
   int dim_ = 0, vocab_ = 0;
 };
@@ -614,11 +620,7 @@ TEST_F(CudaEncoderLeversTest, FusedPathMatchesOldPath) {
   ASSERT_TRUE(fused && old);
   std::printf("fused: %s\nold: %s\n", fused->description().c_str(),
               old->description().c_str());
-  for (const std::vector<int>& lens : {std::vector<int>{1},
-                                       {9},
-                                       {64, 3, 17},
-                                       {512, 200, 2, 130},
-                                       std::vector<int>(40, 50)}) {
+  for (const std::vector<int>& lens : MixedBatches()) {
     const TokenBatch b = RandomBatch(lens, vocab_, lens.size());
     const double c = MinRowCosine(EncodeRows(*fused, b, dim_),
                                   EncodeRows(*old, b, dim_), dim_);
@@ -647,11 +649,7 @@ TEST_F(CudaEncoderLeversTest, Fp8PathMatchesFp16) {
   fp8->SetTimer(CudaTimer::kTotal);
   int replays = 0;
   for (int round = 0; round < 2; ++round) {
-    for (const std::vector<int>& lens : {std::vector<int>{1},
-                                         {9},
-                                         {64, 3, 17},
-                                         {512, 200, 2, 130},
-                                         std::vector<int>(40, 50)}) {
+    for (const std::vector<int>& lens : MixedBatches()) {
       const TokenBatch b = RandomBatch(lens, vocab_, lens.size());
       const auto r8 = EncodeRows(*fp8, b, dim_);
       replays += fp8->LastTimings().graph;
@@ -680,8 +678,7 @@ TEST_F(CudaEncoderLeversTest, Fp8GemmSubsetsMatchFp16) {
   using O = CudaEncoderOptions;
   auto fp16 = New(O{});
   ASSERT_TRUE(fp16);
-  const std::vector<std::vector<int>> batches = {
-      {1}, {9}, {64, 3, 17}, {512, 200, 2, 130}, std::vector<int>(40, 50)};
+  const auto& batches = MixedBatches();
   auto worst = [&](int gemms, bool graphs) {
     O o;
     o.precision = CudaPrecision::kFp8;
@@ -726,8 +723,7 @@ TEST_F(CudaEncoderLeversTest, Fp8LayersMatchFp16) {
   using O = CudaEncoderOptions;
   auto fp16 = New(O{});
   ASSERT_TRUE(fp16);
-  const std::vector<std::vector<int>> batches = {
-      {1}, {9}, {64, 3, 17}, {512, 200, 2, 130}, std::vector<int>(40, 50)};
+  const auto& batches = MixedBatches();
   for (const char* layers : {"3-5", "0,2,4", "0", "40"}) {
     auto bits = ParseFp8Layers(layers);
     ASSERT_TRUE(bits.ok()) << bits.status();

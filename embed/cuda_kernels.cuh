@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 namespace zv::embed::kernels {
@@ -24,6 +25,23 @@ namespace zv::embed::kernels {
 // LayerNorm keeps a row in registers, 32 values a lane: hidden_size <= 1024.
 inline constexpr int kMaxHidden = 1024;
 inline constexpr int kLnPerLane = kMaxHidden / 32;
+
+// The index in `values` of environment variable `name`'s value: `fallback`
+// where it is unset or empty, and where it is none of them (then with a
+// warning on stderr that names the valid ones, `hint`).
+inline int EnvChoice(const char* name,
+                     std::initializer_list<const char*> values, int fallback,
+                     const char* hint) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  int i = 0;
+  for (const char* v : values) {
+    if (std::strcmp(e, v) == 0) return i;
+    ++i;
+  }
+  std::fprintf(stderr, "zerovec: ignoring %s=%s (%s)\n", name, e, hint);
+  return fallback;
+}
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
@@ -239,13 +257,8 @@ __global__ void __launch_bounds__(128)
 // an instance (384, 768, 1024); the default (or =generic) is the
 // kMaxHidden-sized kernel. Opt-in until timed on a GPU.
 inline bool LayerNormFixedFromEnv() {
-  const char* e = std::getenv("ZV_CUDA_LAYERNORM");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "generic") == 0)
-    return false;
-  if (std::strcmp(e, "fixed") == 0) return true;
-  std::fprintf(
-      stderr, "zerovec: ignoring ZV_CUDA_LAYERNORM=%s (fixed or generic)\n", e);
-  return false;
+  return EnvChoice("ZV_CUDA_LAYERNORM", {"generic", "fixed"}, 0,
+                   "fixed or generic") == 1;
 }
 
 // Launches the fixed-size kernel for h in {384, 768, 1024}; false (nothing
@@ -255,22 +268,14 @@ inline bool LaunchFixedLayerNorm(int h, int blocks, int threads,
                                  int tokens, const float* bias,
                                  const float* gamma, const float* beta,
                                  float eps, __nv_fp8_e4m3* x8, float q8) {
-  switch (h) {
-    case 384:
-      BiasResidualLayerNormFixedKernel<384><<<blocks, threads, 0, stream>>>(
-          x, y, tokens, bias, gamma, beta, eps, x8, q8);
-      return true;
-    case 768:
-      BiasResidualLayerNormFixedKernel<768><<<blocks, threads, 0, stream>>>(
-          x, y, tokens, bias, gamma, beta, eps, x8, q8);
-      return true;
-    case 1024:
-      BiasResidualLayerNormFixedKernel<1024><<<blocks, threads, 0, stream>>>(
-          x, y, tokens, bias, gamma, beta, eps, x8, q8);
-      return true;
-    default:
-      return false;
-  }
+  auto* kernel = h == 384    ? BiasResidualLayerNormFixedKernel<384>
+                 : h == 768  ? BiasResidualLayerNormFixedKernel<768>
+                 : h == 1024 ? BiasResidualLayerNormFixedKernel<1024>
+                             : nullptr;
+  if (kernel == nullptr) return false;
+  kernel<<<blocks, threads, 0, stream>>>(x, y, tokens, bias, gamma, beta, eps,
+                                         x8, q8);
+  return true;
 }
 
 // out = e4m3(in * q[0]) (saturating), two elements a thread: the FP8 path's
@@ -826,12 +831,9 @@ inline AttentionImpl AttentionImplFromEnv() {
 // attention is ~29 % of MiniLM's pass. Opt-in and not yet timed on a GPU;
 // other values, and other head dims (64: 320 bytes spilled), run the default.
 inline int AttentionBlocksFromEnv() {
-  const char* e = std::getenv("ZV_CUDA_ATTENTION_BLOCKS");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return 1;
-  if (std::strcmp(e, "3") == 0) return 3;
-  std::fprintf(stderr,
-               "zerovec: ignoring ZV_CUDA_ATTENTION_BLOCKS=%s (1 or 3)\n", e);
-  return 1;
+  return EnvChoice("ZV_CUDA_ATTENTION_BLOCKS", {"1", "3"}, 0, "1 or 3") == 1
+             ? 3
+             : 1;
 }
 
 // Query rows a tensor-core attention block covers at most (16 a warp).
@@ -839,16 +841,10 @@ inline int AttentionBlocksFromEnv() {
 // default; another value is ignored with a warning) AttentionRows picks per
 // batch.
 inline int AttentionRowsFromEnv() {
-  const char* e = std::getenv("ZV_CUDA_ATTENTION_ROWS");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0) return 0;
-  for (int rows : {16, 32, 64, 128}) {
-    if (std::strcmp(e, std::to_string(rows).c_str()) == 0) return rows;
-  }
-  std::fprintf(stderr,
-               "zerovec: ignoring ZV_CUDA_ATTENTION_ROWS=%s (16, 32, 64 or "
-               "128; 0 = per batch)\n",
-               e);
-  return 0;
+  constexpr int kRows[] = {0, 16, 32, 64, 128};
+  return kRows[EnvChoice("ZV_CUDA_ATTENTION_ROWS",
+                         {"0", "16", "32", "64", "128"}, 0,
+                         "16, 32, 64 or 128; 0 = per batch")];
 }
 
 // The rows a block covers for a batch of `seqs` sequences and `tokens` tokens

@@ -427,14 +427,14 @@ class CudaLaneEncoder : public CudaEncoder {
     using Opt = CudaEncoderOptions;
     up_cast_ = false;
     Status up, qkv, down;
-    if (Fp8Gemm(Opt::kFp8Up) && !Fp8Gemm(Opt::kFp8Down)) {
-      // FFN-down in fp16 reads the FFN-up output as fp16.
-      up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
+    if (Fp8Gemm(Opt::kFp8Up)) {
+      // e4m3 output where FFN-down reads e4m3, else fp16.
+      const bool e4m3_out = Fp8Gemm(Opt::kFp8Down);
+      up = lt8_.Prepare(e4m3_out ? LtFp8Gemm::Kind::kGeluFp8Out
+                                 : LtFp8Gemm::Kind::kGeluFp16Out,
+                        t, f, h);
       if (up.ok()) up = FfnUpFp8(l0, t);
-    } else if (Fp8Gemm(Opt::kFp8Up)) {
-      up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp8Out, t, f, h);
-      if (up.ok()) up = FfnUpFp8(l0, t);
-      if (up.code() == StatusCode::kUnimplemented) {
+      if (e4m3_out && up.code() == StatusCode::kUnimplemented) {
         const std::string why = up.message();
         up_cast_ = true;
         up = lt8_.Prepare(LtFp8Gemm::Kind::kGeluFp16Out, t, f, h);
