@@ -257,8 +257,13 @@ __global__ void __launch_bounds__(128)
 // an instance (384, 768, 1024); the default (or =generic) is the
 // kMaxHidden-sized kernel. Opt-in until timed on a GPU.
 inline bool LayerNormFixedFromEnv() {
-  return EnvChoice("ZV_CUDA_LAYERNORM", {"generic", "fixed"}, 0,
+  return EnvChoice("ZV_CUDA_LAYERNORM", {"generic", "fixed"}, 1,
                    "fixed or generic") == 1;
+}
+
+// Hidden sizes with a fixed-size LayerNorm instance (LaunchFixedLayerNorm).
+inline bool HasFixedLayerNorm(int h) {
+  return h == 384 || h == 768 || h == 1024;
 }
 
 // Launches the fixed-size kernel for h in {384, 768, 1024}; false (nothing
