@@ -6,7 +6,9 @@
 #   3. FP8 with and without fast accumulation on MiniLM (all GEMMs) and on
 #      bge-base (layers 6-11), each setting's vectors against PyTorch fp32;
 #   4. batch 1 of MiniLM short under nsys (kernel trace, graph nodes traced)
-#      where nsys is installed: which kernels bound the 0.14 ms pass;
+#      where nsys is installed: which kernels bound the 0.14 ms pass; then
+#      ZV_CUDA_ATTENTION_BLOCKS=3 against 1 (MiniLM x4096, twice each) and the
+#      attention kernel at long x4096 under ncu where it is installed;
 #   5. e2e_test (the zerovec binary on CUDA);
 #   6. the torch.compile table (MiniLM, short/medium/long x 1, 32, 256, 4096)
 #      with reduce-overhead only: the default mode lost at all 12 points on
@@ -23,6 +25,7 @@ export OUT=${OUT:-/tmp/out}
 DL=${DL:-560}
 T0=$(date +%s); el() { echo $(($(date +%s) - T0)); }
 left() { echo $((DL - $(el))); }
+need() { [[ $(left) -gt $1 ]] || { echo "(skipped at t=$(el): under $1 s left)"; return 1; }; }
 mkdir -p $OUT/r
 export ZV_BUNDLE=${ZV_BUNDLE:-.device-ab/zv-ab.tar.xz}
 source bench/gpu/bundle.sh
@@ -39,37 +42,25 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|min cosine fixed|Failure|Expec
 wait $P1 $P2
 enc() { # enc LABEL MODEL EXTRA_ENV... : one x4096 run, its B=4096 lines
   local label=$1 model=$2; shift 2
+  need 25 || return 0
   env "$@" timeout 60 $B/bin/gpu_embed_bench --model /tmp/$model --label "$label" \
     --texts bench/gpu/texts.jsonl --batches 4096 --skip-e2e 1 --out $OUT/r/$label.json \
     --vectors-out /tmp/vec_$label.json > $OUT/r/$label.log 2>&1
   echo "$label rc=$? t=$(el)"; grep -E "B= 4096" $OUT/r/$label.log | cut -c1-150
 }
 echo "== layernorm t=$(el)"
-for round in 1 2; do
+for round in ${LN_ROUNDS:-1 2}; do
   enc minilm-fixed-$round minilm
   enc minilm-generic-$round minilm ZV_CUDA_LAYERNORM=generic
 done
 enc bge-fixed bge
 enc bge-generic bge ZV_CUDA_LAYERNORM=generic
 pack s1
-echo "== fp8 t=$(el)"
-enc minilm-fp8 minilm ZV_CUDA_PRECISION=fp8
-enc minilm-fp8-fast minilm ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_FAST_ACCUM=1
-enc bge-fp8-6-11 bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11
-enc bge-fp8-6-11-fast bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11 ZV_CUDA_FP8_FAST_ACCUM=1
-for m in minilm bge; do
-  V=$(ls /tmp/vec_$m-fixed*.json /tmp/vec_$m-fp8*.json 2>/dev/null | tr '\n' , | sed 's/,$//')
-  timeout 90 python3 bench/gpu/torch_gpu_bench.py --model /tmp/$m --label $m --texts bench/gpu/texts.jsonl \
-    --vectors-only --ours-vectors "$V" --out $OUT/r/torch_vec_$m.json > $OUT/r/torch_vec_$m.log 2>&1
-  echo "torch $m rc=$? t=$(el)"
-  grep -E "^vec_" $OUT/r/torch_vec_$m.log | sed 's/"n": [0-9]*, //; s/min_cos_//g; s/"ours_vs_torch_fp16": [0-9.]*, //' | cut -c1-130
-done
-pack s2
 echo "== batch 1 under nsys t=$(el)"
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
   /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
 echo "nsys: ${NSYS:-none}"
-if [[ -n "$NSYS" && $(left) -gt 200 ]]; then
+if [[ -n "$NSYS" ]] && need 60; then
   timeout 90 $NSYS profile -t cuda --cuda-graph-trace=node --force-overwrite true -o /tmp/b1 \
     $B/bin/gpu_embed_bench --model /tmp/minilm --label b1 --texts .device-ab/texts_short.jsonl \
     --batches 1 --skip-e2e 1 --out $OUT/r/b1.json > $OUT/r/b1.log 2>&1
@@ -77,17 +68,46 @@ if [[ -n "$NSYS" && $(left) -gt 200 ]]; then
   timeout 60 $NSYS stats --report cuda_gpu_trace --format csv --output /tmp/b1 /tmp/b1.nsys-rep > /dev/null 2>&1
   ls /tmp/b1*; gzip -c /tmp/b1_cuda_gpu_trace.csv > $OUT/r/b1_trace.csv.gz 2>/dev/null
 fi
+echo "== fp8 t=$(el)"
+enc minilm-fp8 minilm ZV_CUDA_PRECISION=fp8
+enc minilm-fp8-fast minilm ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_FAST_ACCUM=1
+enc bge-fp8-6-11 bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11
+enc bge-fp8-6-11-fast bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11 ZV_CUDA_FP8_FAST_ACCUM=1
+for m in minilm bge; do
+  need 40 || break
+  V=$(ls /tmp/vec_$m-fixed*.json /tmp/vec_$m-fp8*.json 2>/dev/null | tr '\n' , | sed 's/,$//')
+  timeout 90 python3 bench/gpu/torch_gpu_bench.py --model /tmp/$m --label $m --texts bench/gpu/texts.jsonl \
+    --vectors-only --ours-vectors "$V" --out $OUT/r/torch_vec_$m.json > $OUT/r/torch_vec_$m.log 2>&1
+  echo "torch $m rc=$? t=$(el)"
+  grep -E "^vec_" $OUT/r/torch_vec_$m.log | sed 's/"n": [0-9]*, //; s/min_cos_//g; s/"ours_vs_torch_fp16": [0-9.]*, //' | cut -c1-130
+done
+pack s2
+echo "== attention: 3 blocks an SM (opt-in) against the default, MiniLM long x4096 t=$(el)"
+for round in ${BLOCK_ROUNDS:-1 2}; do
+  enc minilm-long-blocks1-$round minilm ZV_CUDA_ATTENTION_BLOCKS=1
+  enc minilm-long-blocks3-$round minilm ZV_CUDA_ATTENTION_BLOCKS=3
+done
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+echo "ncu: ${NCU:-none}"
+if [[ -n "$NCU" && $(left) -gt 240 ]]; then
+  timeout 100 $NCU -k regex:MmaAttention --launch-skip 30 --launch-count 1 --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    $B/bin/gpu_embed_bench --model /tmp/minilm --label ncu --texts .device-ab/texts_long.jsonl \
+    --batches 4096 --skip-e2e 1 --out /tmp/ncu.json > $OUT/r/ncu_attention.txt 2>&1
+  echo "ncu rc=$?"; grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|Issued Ipc|ERR" $OUT/r/ncu_attention.txt | head -24
+fi
 pack s3
 echo "== e2e t=$(el)"
-timeout 60 $B/bin/run-test e2e_test > $OUT/r/e2e.log 2>&1; echo "e2e rc=$?"; tail -3 $OUT/r/e2e.log
+need 40 && timeout 60 $B/bin/run-test e2e_test > $OUT/r/e2e.log 2>&1; echo "e2e rc=$?"; tail -3 $OUT/r/e2e.log
 echo "== torch.compile table t=$(el)"
-timeout 60 $B/bin/gpu_embed_bench --model /tmp/minilm --label minilm --texts bench/gpu/texts.jsonl \
+need 150 && { timeout 60 $B/bin/gpu_embed_bench --model /tmp/minilm --label minilm --texts bench/gpu/texts.jsonl \
   --batches 1,32,256,4096 --skip-e2e 1 --out $OUT/r/ours_minilm.json > $OUT/r/ours_minilm.log 2>&1
 echo "ours rc=$? t=$(el)"
 timeout $(($(left) - 8)) python3 bench/gpu/torch_gpu_bench.py --model /tmp/minilm --label minilm \
   --texts bench/gpu/texts.jsonl --compile-only --points all --modes reduce-overhead \
   --out $OUT/r/compile_minilm.json > $OUT/r/compile.log 2>&1
 echo "compile rc=$? t=$(el)"
-python3 bench/gpu/summarize_compile.py $OUT/r/ours_minilm.json $OUT/r/compile_minilm.json 2>&1 | tail -16
+python3 bench/gpu/summarize_compile.py $OUT/r/ours_minilm.json $OUT/r/compile_minilm.json 2>&1 | tail -16; }
 pack s4
 echo "done t=$(el)"
