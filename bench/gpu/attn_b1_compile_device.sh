@@ -23,31 +23,9 @@
 # tarred into $OUT as it ends (s1.tgz .. s4.tgz).
 set -uo pipefail
 export OUT=${OUT:-/tmp/out}
-DL=${DL:-560}
-T0=$(date +%s); el() { echo $(($(date +%s) - T0)); }
-left() { echo $((DL - $(el))); }
-need() { [[ $(left) -gt $1 ]] || { echo "(skipped at t=$(el): under $1 s left)"; return 1; }; }
-mkdir -p $OUT/r
-export ZV_BUNDLE=${ZV_BUNDLE:-.device-ab/zv-ab.tar.xz}
-source bench/gpu/bundle.sh
-B=$BUNDLE
-pack() { (cd $OUT && tar czf $1.tgz r && rm -rf r && mkdir r); }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/env.txt
-python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck_minilm.log 2>&1 &
-P1=$!
-python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck_bge.log 2>&1 &
-P2=$!
-echo "== tests t=$(el)"
-timeout 120 $B/bin/run-test cuda_encoder_test > $OUT/r/tests.log 2>&1; echo "tests rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|Expected|Which is" $OUT/r/tests.log | cut -c1-160 | head -20
-wait $P1 $P2
-enc() { # enc LABEL MODEL TEXTS EXTRA_ENV... : one x4096 run, its B=4096 lines
-  local label=$1 model=$2 texts=$3; shift 3
-  need 25 || return 0
-  env "$@" timeout 60 $B/bin/gpu_embed_bench --model /tmp/$model --label "$label" \
-    --texts $texts --batches 4096 --skip-e2e 1 --out $OUT/r/$label.json > $OUT/r/$label.log 2>&1
-  echo "$label rc=$? t=$(el)"; grep -E "B= 4096|attention" $OUT/r/$label.log | cut -c1-150
-}
+source bench/gpu/device_lib.sh
+stage_begin
+wait $CKPT_PIDS
 S=.device-ab/texts_short.jsonl
 echo "== 16-row attention blocks, short texts t=$(el)"
 for round in 1 2; do
@@ -80,15 +58,6 @@ if [[ -n "$NCU" ]] && need 120; then
 fi
 pack s2
 echo "== torch.compile table t=$(el)"
-if need 150; then
-  timeout 60 $B/bin/gpu_embed_bench --model /tmp/minilm --label minilm --texts bench/gpu/texts.jsonl \
-    --batches 1,32,256,4096 --skip-e2e 1 --out $OUT/r/ours_minilm.json > $OUT/r/ours_minilm.log 2>&1
-  echo "ours rc=$? t=$(el)"
-  timeout $(($(left) - 8)) python3 bench/gpu/torch_gpu_bench.py --model /tmp/minilm --label minilm \
-    --texts bench/gpu/texts.jsonl --compile-only --points all --modes reduce-overhead \
-    --out $OUT/r/compile_minilm.json > $OUT/r/compile.log 2>&1
-  echo "compile rc=$? t=$(el)"
-  python3 bench/gpu/summarize_compile.py $OUT/r/ours_minilm.json $OUT/r/compile_minilm.json 2>&1 | tail -16
-fi
+compile_table
 pack s3
 echo "done t=$(el)"

@@ -22,39 +22,17 @@
 # tarred into $OUT as it ends (s1.tgz .. s4.tgz).
 set -uo pipefail
 export OUT=${OUT:-/tmp/out}
-DL=${DL:-560}
-T0=$(date +%s); el() { echo $(($(date +%s) - T0)); }
-left() { echo $((DL - $(el))); }
-need() { [[ $(left) -gt $1 ]] || { echo "(skipped at t=$(el): under $1 s left)"; return 1; }; }
-mkdir -p $OUT/r
-export ZV_BUNDLE=${ZV_BUNDLE:-.device-ab/zv-ab.tar.xz}
-source bench/gpu/bundle.sh
-B=$BUNDLE
-pack() { (cd $OUT && tar czf $1.tgz r && rm -rf r && mkdir r); }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/env.txt
-python3 bench/gpu/make_checkpoint.py --shape minilm --out /tmp/minilm > /tmp/ck_minilm.log 2>&1 &
-P1=$!
-python3 bench/gpu/make_checkpoint.py --shape bge-base --out /tmp/bge > /tmp/ck_bge.log 2>&1 &
-P2=$!
-echo "== tests t=$(el)"
-timeout 120 $B/bin/run-test cuda_encoder_test > $OUT/r/tests.log 2>&1; echo "tests rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|min cosine fixed|Failure|Expected|Which is" $OUT/r/tests.log | cut -c1-160 | head -20
-wait $P1 $P2
-enc() { # enc LABEL MODEL EXTRA_ENV... : one x4096 run, its B=4096 lines
-  local label=$1 model=$2; shift 2
-  need 25 || return 0
-  env "$@" timeout 60 $B/bin/gpu_embed_bench --model /tmp/$model --label "$label" \
-    --texts bench/gpu/texts.jsonl --batches 4096 --skip-e2e 1 --out $OUT/r/$label.json \
-    --vectors-out /tmp/vec_$label.json > $OUT/r/$label.log 2>&1
-  echo "$label rc=$? t=$(el)"; grep -E "B= 4096" $OUT/r/$label.log | cut -c1-150
-}
+source bench/gpu/device_lib.sh
+stage_begin
+wait $CKPT_PIDS
+T=bench/gpu/texts.jsonl
 echo "== layernorm t=$(el)"
 for round in ${LN_ROUNDS:-1 2}; do
-  enc minilm-fixed-$round minilm
-  enc minilm-generic-$round minilm ZV_CUDA_LAYERNORM=generic
+  enc minilm-fixed-$round minilm $T
+  enc minilm-generic-$round minilm $T ZV_CUDA_LAYERNORM=generic
 done
-enc bge-fixed bge
-enc bge-generic bge ZV_CUDA_LAYERNORM=generic
+enc bge-fixed bge $T
+enc bge-generic bge $T ZV_CUDA_LAYERNORM=generic
 pack s1
 echo "== batch 1 under nsys t=$(el)"
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
@@ -69,10 +47,10 @@ if [[ -n "$NSYS" ]] && need 60; then
   ls /tmp/b1*; gzip -c /tmp/b1_cuda_gpu_trace.csv > $OUT/r/b1_trace.csv.gz 2>/dev/null
 fi
 echo "== fp8 t=$(el)"
-enc minilm-fp8 minilm ZV_CUDA_PRECISION=fp8
-enc minilm-fp8-fast minilm ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_FAST_ACCUM=1
-enc bge-fp8-6-11 bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11
-enc bge-fp8-6-11-fast bge ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11 ZV_CUDA_FP8_FAST_ACCUM=1
+enc minilm-fp8 minilm $T ZV_CUDA_PRECISION=fp8
+enc minilm-fp8-fast minilm $T ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_FAST_ACCUM=1
+enc bge-fp8-6-11 bge $T ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11
+enc bge-fp8-6-11-fast bge $T ZV_CUDA_PRECISION=fp8 ZV_CUDA_FP8_LAYERS=6-11 ZV_CUDA_FP8_FAST_ACCUM=1
 for m in minilm bge; do
   need 40 || break
   V=$(ls /tmp/vec_$m-fixed*.json /tmp/vec_$m-fp8*.json 2>/dev/null | tr '\n' , | sed 's/,$//')
@@ -84,8 +62,8 @@ done
 pack s2
 echo "== attention: 3 blocks an SM (opt-in) against the default, MiniLM long x4096 t=$(el)"
 for round in ${BLOCK_ROUNDS:-1 2}; do
-  enc minilm-long-blocks1-$round minilm ZV_CUDA_ATTENTION_BLOCKS=1
-  enc minilm-long-blocks3-$round minilm ZV_CUDA_ATTENTION_BLOCKS=3
+  enc minilm-long-blocks1-$round minilm $T ZV_CUDA_ATTENTION_BLOCKS=1
+  enc minilm-long-blocks3-$round minilm $T ZV_CUDA_ATTENTION_BLOCKS=3
 done
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: ${NCU:-none}"
@@ -101,13 +79,6 @@ pack s3
 echo "== e2e t=$(el)"
 need 40 && timeout 60 $B/bin/run-test e2e_test > $OUT/r/e2e.log 2>&1; echo "e2e rc=$?"; tail -3 $OUT/r/e2e.log
 echo "== torch.compile table t=$(el)"
-need 150 && { timeout 60 $B/bin/gpu_embed_bench --model /tmp/minilm --label minilm --texts bench/gpu/texts.jsonl \
-  --batches 1,32,256,4096 --skip-e2e 1 --out $OUT/r/ours_minilm.json > $OUT/r/ours_minilm.log 2>&1
-echo "ours rc=$? t=$(el)"
-timeout $(($(left) - 8)) python3 bench/gpu/torch_gpu_bench.py --model /tmp/minilm --label minilm \
-  --texts bench/gpu/texts.jsonl --compile-only --points all --modes reduce-overhead \
-  --out $OUT/r/compile_minilm.json > $OUT/r/compile.log 2>&1
-echo "compile rc=$? t=$(el)"
-python3 bench/gpu/summarize_compile.py $OUT/r/ours_minilm.json $OUT/r/compile_minilm.json 2>&1 | tail -16; }
+compile_table
 pack s4
 echo "done t=$(el)"
