@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -132,9 +133,16 @@ ServerProcess::~ServerProcess() {
 std::unique_ptr<pb::ZeroVec::Stub> ServerProcess::NewStub() const {
   grpc::ChannelArguments args;
   args.SetInt("grpc.use_local_subchannel_pool", 1);  // its own connection
-  return pb::ZeroVec::NewStub(
+  auto channel =
       grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port_),
-                                grpc::InsecureChannelCredentials(), args));
+                                grpc::InsecureChannelCredentials(), args);
+  // A fresh connection's first attempt can fail on a loaded machine (CI saw
+  // UNAVAILABLE "failed to connect" from a live server under ASan), and a call
+  // then fails at once. Callers test what the server answers, not the connect,
+  // so wait (bounded) for the channel to be ready; gRPC retries meanwhile.
+  channel->WaitForConnected(std::chrono::system_clock::now() +
+                            std::chrono::seconds(10));
+  return pb::ZeroVec::NewStub(channel);
 }
 
 void ServerProcess::Kill() {

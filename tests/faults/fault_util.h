@@ -49,7 +49,8 @@ class ServerProcess {
   int port() const { return port_; }
   zerovec::v1::ZeroVec::Stub* stub() const { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
-  // A fresh channel + stub (its own TCP connection).
+  // A fresh channel + stub (its own TCP connection), connected (waits up to
+  // 10 s for it).
   std::unique_ptr<zerovec::v1::ZeroVec::Stub> NewStub() const;
 
   // SIGKILL and reap. Returns once the process is gone.
