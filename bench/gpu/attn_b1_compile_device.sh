@@ -20,7 +20,7 @@
 #           (.device-ab/texts_{short,long}.jsonl: those buckets of bench/gpu/texts.jsonl)
 #   There:  ZV_BUNDLE=.device-ab/zv-ab.tar.xz bash bench/gpu/attn_b1_compile_device.sh   (carry .device-ab)
 # DL: seconds the stages may take in all (default 560); each stage's files are
-# tarred into $OUT as it ends (s1.tgz .. s4.tgz).
+# tarred into $OUT as it ends (s1.tgz .. s3.tgz).
 set -uo pipefail
 export OUT=${OUT:-/tmp/out}
 source bench/gpu/device_lib.sh
@@ -47,15 +47,8 @@ if [[ -n "$NCU" ]] && need 120; then
   tail -3 $OUT/r/b1_ncu.err
 fi
 echo "== attention at long x4096 under ncu t=$(el)"
-if [[ -n "$NCU" ]] && need 120; then
-  timeout 100 $NCU -k regex:MmaAttention --launch-skip 30 --launch-count 1 --section SpeedOfLight \
-    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SourceCounters \
-    $B/bin/gpu_embed_bench --model /tmp/minilm --label ncu --texts .device-ab/texts_long.jsonl \
-    --batches 4096 --skip-e2e 1 --out /tmp/ncu.json > $OUT/r/ncu_attention.txt 2>&1
-  echo "ncu rc=$?"; grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|Issued Ipc|ERR" \
-    $OUT/r/ncu_attention.txt | head -30
-fi
+need 120 && ncu_attention $OUT/r/ncu_attention.txt SpeedOfLight Occupancy LaunchStats \
+  WarpStateStats SchedulerStats MemoryWorkloadAnalysis ComputeWorkloadAnalysis SourceCounters
 pack s2
 echo "== torch.compile table t=$(el)"
 compile_table

@@ -77,3 +77,18 @@ compile_table() {
   python3 bench/gpu/summarize_compile.py "$OUT/r/ours_minilm.json" \
     "$OUT/r/compile_minilm.json" 2>&1 | tail -16
 }
+# ncu_attention OUTFILE SECTION...: the attention kernel (one launch past the
+# warm-up) of MiniLM long x4096 under ncu with those --section names, its key
+# lines printed; says so where the host has no ncu.
+ncu_attention() {
+  local out=$1 ncu sections=()
+  shift
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [[ -z "$ncu" ]]; then echo "ncu: none"; return 1; fi
+  for s in "$@"; do sections+=(--section "$s"); done
+  timeout 100 "$ncu" -k regex:MmaAttention --launch-skip 30 --launch-count 1 "${sections[@]}" \
+    "$B/bin/gpu_embed_bench" --model /tmp/minilm --label ncu --texts .device-ab/texts_long.jsonl \
+    --batches 4096 --skip-e2e 1 --out /tmp/ncu.json >"$out" 2>&1
+  echo "ncu rc=$?"
+  grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|Issued Ipc|ERR" "$out" | head -30
+}

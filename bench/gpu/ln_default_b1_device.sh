@@ -65,15 +65,9 @@ for round in ${BLOCK_ROUNDS:-1 2}; do
   enc minilm-long-blocks1-$round minilm $T ZV_CUDA_ATTENTION_BLOCKS=1
   enc minilm-long-blocks3-$round minilm $T ZV_CUDA_ATTENTION_BLOCKS=3
 done
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-echo "ncu: ${NCU:-none}"
-if [[ -n "$NCU" && $(left) -gt 240 ]]; then
-  timeout 100 $NCU -k regex:MmaAttention --launch-skip 30 --launch-count 1 --section SpeedOfLight \
-    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $B/bin/gpu_embed_bench --model /tmp/minilm --label ncu --texts .device-ab/texts_long.jsonl \
-    --batches 4096 --skip-e2e 1 --out /tmp/ncu.json > $OUT/r/ncu_attention.txt 2>&1
-  echo "ncu rc=$?"; grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|Issued Ipc|ERR" $OUT/r/ncu_attention.txt | head -24
+if (($(left) > 240)); then
+  ncu_attention $OUT/r/ncu_attention.txt SpeedOfLight Occupancy LaunchStats WarpStateStats \
+    SchedulerStats MemoryWorkloadAnalysis ComputeWorkloadAnalysis
 fi
 pack s3
 echo "== e2e t=$(el)"
